@@ -1,0 +1,73 @@
+"""Structured-config schemas: every config group is backed by a dataclass in Hydra's ConfigStore.
+
+The stage slices reuse the dataclasses each stage declares, so a typo or a wrong type fails at
+compose time with Hydra's own message naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from stages.analyze.config import AnalyzeConfig
+from stages.export.config import ExportConfig, InputsConfig, ModelConfig
+from stages.lower.config import BackendConfig
+from stages.run.config import RuntimeConfig
+
+STAGE_ORDER: tuple[str, ...] = ("export", "lower", "run", "analyze")
+
+
+@dataclass
+class TrackingConfig:
+    """Where runs are logged. `uri: null` means a sqlite store under outputs/ (or MLFLOW_TRACKING_URI)."""
+
+    enabled: bool = True
+    uri: str | None = None
+    experiment: str = "delegate-debugger"
+    run_name: str | None = None
+    max_param_length: int = 500
+    # Unreachable server: keep everything locally and print how to upload it later.
+    fallback_to_local: bool = True
+
+
+@dataclass
+class PipelineConfig:
+    """The whole composed config (conf/config.yaml)."""
+
+    defaults: list[Any] = field(
+        default_factory=lambda: [
+            "_self_",
+            {"model": "vit"},
+            {"backend": "xnnpack"},
+            {"runtime": "emulated"},
+            {"analyze": "default"},
+            {"tracking": "mlflow"},
+        ]
+    )
+    model: ModelConfig = MISSING
+    backend: BackendConfig = MISSING
+    runtime: RuntimeConfig = MISSING
+    analyze: AnalyzeConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    inputs: InputsConfig = field(default_factory=InputsConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
+    stages: list[str] = field(default_factory=lambda: list(STAGE_ORDER))
+    # Where artifacts go when run without Hydra; under Hydra, hydra.run.dir decides.
+    run_dir: str | None = None
+    # Fingerprint cache shared by runs (a sweep's jobs export a model once through it).
+    cache_dir: str = "outputs/cache"
+    cache: bool = True
+
+
+def register_configs() -> None:
+    """Register the top-level schema and one schema per config group."""
+    cs = ConfigStore.instance()
+    cs.store(name="pipeline_schema", node=PipelineConfig)
+    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="backend", name="backend_schema", node=BackendConfig)
+    cs.store(group="runtime", name="runtime_schema", node=RuntimeConfig)
+    cs.store(group="analyze", name="analyze_schema", node=AnalyzeConfig)
+    cs.store(group="tracking", name="tracking_schema", node=TrackingConfig)

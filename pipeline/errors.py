@@ -1,0 +1,22 @@
+"""Named errors of the pipeline runner, each with a message that says what to do next."""
+
+
+class PipelineError(Exception):
+    """Base class for errors the runner reports to a person."""
+
+
+class StageSelectionError(PipelineError):
+    """`stages=` names an unknown stage or a stage whose inputs are missing."""
+
+
+class StageFailedError(PipelineError):
+    """A stage raised; the message names the stage and the command that resumes."""
+
+    def __init__(self, stage: str, cause: BaseException, resume_command: str) -> None:
+        self.stage = stage
+        self.cause = cause
+        self.resume_command = resume_command
+        super().__init__(
+            f"stage '{stage}' failed: {type(cause).__name__}: {cause}\n"
+            f"Fix the cause, then resume (finished stages are reused):\n  {resume_command}"
+        )

@@ -1,0 +1,105 @@
+"""Stage fingerprints: config slice + input file hashes + code version, and why they changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@cache
+def code_version(packages: tuple[str, ...]) -> str:
+    """Hash of the Python sources of the given packages (e.g. 'stages.export')."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent
+    for package in sorted(packages):
+        pkg_dir = root.joinpath(*package.split("."))
+        for source in sorted(pkg_dir.rglob("*.py")) + sorted(pkg_dir.rglob("*.fbs")):
+            digest.update(str(source.relative_to(root)).encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for key in sorted(value):
+            _flatten(f"{prefix}.{key}" if prefix else str(key), value[key], out)
+    else:
+        out[prefix] = value
+
+
+def flatten_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists stay values."""
+    out: dict[str, Any] = {}
+    _flatten("", config, out)
+    return out
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a stage's result depends on, and its digest."""
+
+    config: dict[str, Any]
+    inputs: dict[str, str]
+    code: str
+
+    @property
+    def digest(self) -> str:
+        payload = json.dumps(
+            {"config": self.config, "inputs": self.inputs, "code": self.code},
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config, "inputs": self.inputs, "code": self.code}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Fingerprint:
+        return cls(config=dict(data["config"]), inputs=dict(data["inputs"]), code=data["code"])
+
+
+def compute_fingerprint(
+    config_slice: Mapping[str, Any], input_files: Iterable[Path], code_packages: tuple[str, ...]
+) -> Fingerprint:
+    """Fingerprint of a stage about to run on these inputs."""
+    inputs = {path.name: file_sha256(path) for path in input_files}
+    return Fingerprint(
+        config=flatten_config(config_slice), inputs=inputs, code=code_version(code_packages)
+    )
+
+
+def explain_change(old: Fingerprint, new: Fingerprint) -> str:
+    """One line naming what differs between two fingerprints (DVC's `changed()` in spirit)."""
+    reasons: list[str] = []
+    keys = sorted(set(old.config) | set(new.config))
+    changed = [k for k in keys if old.config.get(k) != new.config.get(k)]
+    if changed:
+        shown = ", ".join(
+            f"{k}: {old.config.get(k)!r} -> {new.config.get(k)!r}" for k in changed[:3]
+        )
+        more = f" (+{len(changed) - 3} more)" if len(changed) > 3 else ""
+        reasons.append(f"config changed ({shown}{more})")
+    inputs = sorted(set(old.inputs) | set(new.inputs))
+    changed_inputs = [k for k in inputs if old.inputs.get(k) != new.inputs.get(k)]
+    if changed_inputs:
+        reasons.append(f"input files changed ({', '.join(changed_inputs)})")
+    if old.code != new.code:
+        reasons.append("stage code changed")
+    return "; ".join(reasons) or "fingerprint format changed"

@@ -1,0 +1,238 @@
+"""`run_pipeline(cfg)`: run the selected stages in order, reuse finished ones, track everything."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.config import STAGE_ORDER
+from pipeline.errors import StageFailedError, StageSelectionError
+from pipeline.fingerprint import compute_fingerprint, explain_change
+from pipeline.stage_cache import StageCache
+from pipeline.stage_registry import STAGES, output_paths, stage_metrics
+from pipeline.terminal_summary import format_summary
+from pipeline.tracker_factory import make_tracker
+from pipeline.tracking import Tracker, git_commit
+
+log = logging.getLogger("pipeline")
+
+
+@dataclass
+class StageOutcome:
+    """What happened to one stage in this run."""
+
+    name: str
+    status: str  # done | reused | failed
+    seconds: float
+    artifacts: Any = None
+    reason: str = ""
+
+
+@dataclass
+class PipelineResult:
+    """The run directory, each stage's outcome, and where tracking put the run."""
+
+    run_dir: Path
+    stages: list[StageOutcome] = field(default_factory=list)
+    run_id: str | None = None
+    tracking: str = ""
+
+    def artifacts(self, stage: str) -> Any:
+        for outcome in self.stages:
+            if outcome.name == stage:
+                return outcome.artifacts
+        raise KeyError(f"stage {stage!r} did not run")
+
+
+def select_stages(requested: Sequence[str]) -> list[str]:
+    """Validate `stages=`: known names, no repeats; returned in pipeline order."""
+    unknown = [s for s in requested if s not in STAGE_ORDER]
+    if unknown:
+        raise StageSelectionError(
+            f"stages={list(requested)}: unknown stage(s) {unknown}; choose from {list(STAGE_ORDER)}"
+        )
+    if not requested:
+        raise StageSelectionError(f"stages=[] selects nothing; choose from {list(STAGE_ORDER)}")
+    return [s for s in STAGE_ORDER if s in requested]
+
+
+def default_resume_command(run_dir: Path) -> str:
+    """The command line that re-runs this invocation in the same run dir."""
+    args = [a for a in sys.argv[1:] if not a.startswith("hydra.run.dir=")]
+    return shlex.join(["python", "-m", "pipeline", *args, f"hydra.run.dir={run_dir}"])
+
+
+def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:
+    spec = STAGES[name]
+    inputs = spec.inputs(cfg, run_dir)
+    missing = [p for p in inputs if not p.is_file()]
+    if missing:
+        raise StageSelectionError(
+            f"stage '{name}' needs {', '.join(str(p) for p in missing)}, which stage "
+            f"'{spec.produced_by}' writes. Run the earlier stages in this run dir first "
+            f"(e.g. stages=[{','.join(STAGE_ORDER[: STAGE_ORDER.index(name) + 1])}] "
+            f"hydra.run.dir={run_dir}) or point the stage at existing files."
+        )
+    return inputs + [p for p in spec.optional_inputs(cfg, run_dir) if p.is_file()]
+
+
+def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
+    spec = STAGES[name]
+    inputs = _check_inputs(name, cfg, run_dir)
+    config_slice = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in spec.config_keys}
+    fingerprint = compute_fingerprint(config_slice, inputs, spec.code_packages)
+    digest = fingerprint.digest
+    started = time.perf_counter()
+    with cache.lock(name, digest):
+        cached = cache.lookup(name, digest)
+        if cached is not None:
+            cache.restore(name, digest, cached, run_dir)
+            artifacts = _rebuild(cached.outputs, cached.extra, run_dir)
+            reason = (
+                f"fingerprint {digest} matches the run finished {cached.finished_at} "
+                f"in {cached.source_run_dir}"
+            )
+            log.info("[%s] reused: %s", name, reason)
+            return StageOutcome(name, "reused", time.perf_counter() - started, artifacts, reason)
+        previous = cache.previous_fingerprint(name, run_dir)
+        reason = (
+            explain_change(previous, fingerprint)
+            if previous is not None
+            else "no finished run with this fingerprint"
+        )
+        log.info("[%s] running (%s)", name, reason)
+        artifacts = spec.call(cfg, run_dir)
+        outputs = output_paths(artifacts, run_dir)
+        cache.store(
+            name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir
+        )
+    seconds = time.perf_counter() - started
+    log.info("[%s] done in %.2f s", name, seconds)
+    return StageOutcome(name, "done", seconds, artifacts, reason)
+
+
+@dataclass(frozen=True)
+class ReusedArtifacts:
+    """A reused stage's outputs, rebuilt from its cache record."""
+
+    paths: dict[str, Path]
+    metrics: dict[str, float]
+
+    def __getattr__(self, item: str) -> Path:
+        try:
+            return self.paths[item]
+        except KeyError as exc:
+            raise AttributeError(item) from exc
+
+
+def _rebuild(outputs: dict[str, str], extra: dict[str, Any], run_dir: Path) -> ReusedArtifacts:
+    paths = {key: (run_dir / rel) for key, rel in outputs.items()}
+    return ReusedArtifacts(paths=paths, metrics=dict(extra.get("metrics", {})))
+
+
+def _artifact_files(artifacts: Any, run_dir: Path) -> list[Path]:
+    if isinstance(artifacts, ReusedArtifacts):
+        return list(artifacts.paths.values())
+    return [run_dir / rel for rel in output_paths(artifacts, run_dir).values()]
+
+
+def _resolve_run_dir(cfg: DictConfig) -> Path:
+    if cfg.get("run_dir"):
+        return Path(cfg.run_dir).expanduser().resolve()
+    stamp = time.strftime("%Y-%m-%d/%H-%M-%S")
+    return (Path("outputs") / "runs" / f"{stamp}-{cfg.model.name}-{cfg.backend.name}").resolve()
+
+
+def _attach_log_file(run_dir: Path) -> logging.Handler | None:
+    """Without Hydra's job logging, still keep a log file in the run dir."""
+    root = logging.getLogger()
+    if any(isinstance(h, logging.FileHandler) for h in root.handlers):
+        return None
+    handler = logging.FileHandler(run_dir / "pipeline.log")
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] %(message)s"))
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    return handler
+
+
+def run_pipeline(
+    cfg: DictConfig,
+    *,
+    resume_command: str | None = None,
+    tracker: Tracker | None = None,
+    print_summary: bool = True,
+) -> PipelineResult:
+    """Run `cfg.stages` in order into `cfg.run_dir`; usable with or without Hydra."""
+    names = select_stages(list(cfg.stages))
+    run_dir = _resolve_run_dir(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = _attach_log_file(run_dir)
+    resume = resume_command or default_resume_command(run_dir)
+    cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
+    tracker = tracker or make_tracker(cfg.tracking, run_dir)
+    result = PipelineResult(run_dir=run_dir)
+    tags = {
+        "model": str(cfg.model.name),
+        "backend": str(cfg.backend.name),
+        "precision": str(cfg.backend.precision),
+        "git_commit": git_commit(),
+        "run_dir": str(run_dir),
+        "stages": ",".join(names),
+    }
+    fault = cfg.backend.get("fault")
+    if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
+        tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
+    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+    run_name = cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
+    tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
+    result.run_id = tracker.run_id
+    try:
+        for index, name in enumerate(names, start=1):
+            log.info("[%d/%d] %s", index, len(names), name)
+            try:
+                outcome = _run_one(name, cfg, run_dir, cache)
+            except StageSelectionError:
+                tracker.set_tags({f"stage.{name}": "failed"})
+                raise
+            except Exception as exc:
+                log.error("stage %s failed:\n%s", name, traceback.format_exc())
+                tracker.set_tags({f"stage.{name}": "failed"})
+                raise StageFailedError(name, exc, resume) from exc
+            result.stages.append(outcome)
+            tracker.set_tags({f"stage.{name}": outcome.status})
+            metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
+            metrics[f"time.{name}_s"] = outcome.seconds
+            tracker.log_metrics(metrics)
+            files = _artifact_files(outcome.artifacts, run_dir)
+            tracker.log_artifacts(files, name)
+            for path in files:
+                if path.suffix == ".csv":
+                    tracker.log_table(path, f"tables/{path.stem}.json")
+    except BaseException as exc:
+        tracker.finish(failed=True, error=f"{type(exc).__name__}: {exc}")
+        result.tracking = tracker.describe()
+        raise
+    finally:
+        log_file = run_dir / "pipeline.log"
+        if handler is not None:
+            handler.flush()
+        if log_file.is_file():
+            tracker.log_artifacts([log_file], "logs")
+        if handler is not None:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    tracker.finish(failed=False)
+    result.tracking = tracker.describe()
+    if print_summary:
+        print(format_summary(result), flush=True)
+    return result

@@ -1,0 +1,174 @@
+"""The four stages as the runner sees them: config slice, input files, code, and how to call.
+
+Stage modules are imported lazily so `--help` and `--cfg job` stay fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from stages.formats.artifacts import ArtifactName
+
+
+def _to_object(node: Any) -> Any:
+    return OmegaConf.to_object(node)
+
+
+def _path_or(run_dir: Path, override: str | None, default: ArtifactName) -> Path:
+    return Path(override).expanduser().resolve() if override else run_dir / default
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """How the runner fingerprints and calls one stage."""
+
+    name: str
+    config_keys: tuple[str, ...]
+    code_packages: tuple[str, ...]
+    inputs: Callable[[DictConfig, Path], list[Path]]
+    optional_inputs: Callable[[DictConfig, Path], list[Path]]
+    call: Callable[[DictConfig, Path], Any]
+    produced_by: str
+
+
+def _export_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    return [Path(cfg.inputs.path).expanduser().resolve()] if cfg.inputs.path else []
+
+
+def _call_export(cfg: DictConfig, run_dir: Path) -> Any:
+    from stages.export.stage import run_export
+
+    return run_export(
+        _to_object(cfg.model), _to_object(cfg.inputs), _to_object(cfg.export), run_dir
+    )
+
+
+def _lower_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    return [
+        run_dir / ArtifactName.EXPORTED_PROGRAM,
+        run_dir / ArtifactName.ETRECORD,
+        run_dir / ArtifactName.INPUTS,
+    ]
+
+
+def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
+    from stages.lower.stage import run_lower
+
+    return run_lower(
+        _to_object(cfg.backend),
+        run_dir / ArtifactName.EXPORTED_PROGRAM,
+        run_dir / ArtifactName.ETRECORD,
+        run_dir / ArtifactName.INPUTS,
+        run_dir,
+    )
+
+
+def _run_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    return [run_dir / ArtifactName.PROGRAM, run_dir / ArtifactName.INPUTS]
+
+
+def _call_run(cfg: DictConfig, run_dir: Path) -> Any:
+    from stages.run.stage import run_run
+
+    return run_run(
+        _to_object(cfg.runtime),
+        run_dir / ArtifactName.PROGRAM,
+        run_dir / ArtifactName.INPUTS,
+        run_dir,
+    )
+
+
+def _analyze_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    return [_path_or(run_dir, cfg.analyze.etdump, ArtifactName.ETDUMP)]
+
+
+def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    return [
+        _path_or(run_dir, cfg.analyze.etrecord, ArtifactName.ETRECORD),
+        _path_or(run_dir, cfg.analyze.debug_buffer, ArtifactName.DEBUG_BUFFER),
+    ]
+
+
+def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
+    from stages.analyze.stage import run_analyze
+
+    etrecord, debug_buffer = _analyze_optional(cfg, run_dir)
+    return run_analyze(
+        _to_object(cfg.analyze),
+        _analyze_inputs(cfg, run_dir)[0],
+        debug_buffer if debug_buffer.is_file() else None,
+        etrecord if etrecord.is_file() else None,
+        run_dir,
+    )
+
+
+def _none(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    return []
+
+
+STAGES: dict[str, StageSpec] = {
+    "export": StageSpec(
+        "export",
+        ("model", "inputs", "export"),
+        ("stages.export", "stages.formats"),
+        _export_inputs,
+        _none,
+        _call_export,
+        produced_by="config",
+    ),
+    "lower": StageSpec(
+        "lower",
+        ("backend",),
+        ("stages.lower", "stages.backends", "stages.formats"),
+        _lower_inputs,
+        _none,
+        _call_lower,
+        produced_by="export",
+    ),
+    "run": StageSpec(
+        "run",
+        ("runtime",),
+        ("stages.run", "stages.backends", "stages.formats"),
+        _run_inputs,
+        _none,
+        _call_run,
+        produced_by="lower",
+    ),
+    "analyze": StageSpec(
+        "analyze",
+        ("analyze",),
+        ("stages.analyze", "stages.backends", "stages.formats"),
+        _analyze_inputs,
+        _analyze_optional,
+        _call_analyze,
+        produced_by="run",
+    ),
+}
+
+
+def output_paths(artifacts: Any, run_dir: Path) -> dict[str, str]:
+    """The Path fields of a stage's artifacts dataclass, relative to run_dir."""
+    outputs: dict[str, str] = {}
+    for field in dataclasses.fields(artifacts):
+        value = getattr(artifacts, field.name)
+        values = value if isinstance(value, tuple | list) else [value]
+        for index, item in enumerate(values):
+            if isinstance(item, Path):
+                key = field.name if len(values) == 1 else f"{field.name}[{index}]"
+                try:
+                    outputs[key] = str(item.resolve().relative_to(run_dir.resolve()))
+                except ValueError:
+                    outputs[key] = str(item.resolve())
+    return outputs
+
+
+def stage_metrics(artifacts: Any) -> dict[str, float]:
+    """The `metrics` field of a stage's artifacts, if it has one."""
+    metrics = getattr(artifacts, "metrics", None) or {}
+    return {str(k): float(v) for k, v in dict(metrics).items()}

@@ -1,0 +1,32 @@
+"""The short table printed after every run: stages, analysis headlines, artifacts, MLflow run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stages.formats.artifacts import ArtifactName
+
+if TYPE_CHECKING:
+    from pipeline.runner import PipelineResult
+
+
+def _analysis_lines(result: PipelineResult) -> list[str]:
+    summary = result.run_dir / ArtifactName.SUMMARY_JSON
+    if not summary.is_file():
+        return []
+    try:
+        from stages.analyze.terminal_report import format_terminal_report
+    except ImportError:
+        return []
+    return [format_terminal_report(summary)]
+
+
+def format_summary(result: PipelineResult) -> str:
+    """Plain-text summary; widths fixed so it reads in any terminal and in logs."""
+    lines = ["", "== pipeline summary ==", f"{'stage':<10}{'status':<10}{'seconds':>9}"]
+    for outcome in result.stages:
+        lines.append(f"{outcome.name:<10}{outcome.status:<10}{outcome.seconds:>9.2f}")
+    lines.extend(_analysis_lines(result))
+    lines.append(f"artifacts: {result.run_dir}")
+    lines.append(f"tracking:  {result.tracking}")
+    return "\n".join(lines)

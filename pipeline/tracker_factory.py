@@ -1,0 +1,65 @@
+"""Pick the tracker for a run: MLflow at the configured URI, a local fallback, or none."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from pipeline.tracking import (
+    MlflowTracker,
+    NullTracker,
+    Tracker,
+    default_artifact_root,
+    default_tracking_uri,
+    server_reachable,
+)
+
+log = logging.getLogger("pipeline")
+
+PARENT_RUN_ENV = "PIPELINE_PARENT_RUN_ID"
+OFFLINE_STORE_DIR = "offline_mlflow"
+
+
+def resolve_tracking_uri(tracking: DictConfig) -> str:
+    """tracking.uri, else $MLFLOW_TRACKING_URI, else the sqlite store under outputs/."""
+    return str(tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri())
+
+
+def offline_store(run_dir: Path) -> tuple[str, str]:
+    """(tracking uri, artifact root) of the local store a run falls back to."""
+    base = (run_dir / OFFLINE_STORE_DIR).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{base / 'mlflow.db'}", (base / "artifacts").as_uri()
+
+
+def make_tracker(tracking: DictConfig, run_dir: Path) -> Tracker:
+    """The tracker for this run; an unreachable server falls back to a store in the run dir."""
+    if not tracking.enabled:
+        return NullTracker()
+    uri = resolve_tracking_uri(tracking)
+    parent = os.environ.get(PARENT_RUN_ENV) or None
+    artifact_root = default_artifact_root() if uri == default_tracking_uri() else None
+    if not server_reachable(uri):
+        if not tracking.fallback_to_local:
+            raise ConnectionError(
+                f"tracking server {uri} is unreachable (tracking.uri). Start it, or set "
+                "tracking.fallback_to_local=true to log locally and upload later."
+            )
+        local_uri, local_root = offline_store(run_dir)
+        log.warning(
+            "tracking server %s is unreachable: logging this run to %s instead. Upload it later "
+            "with: python -m pipeline.sync --from %s --to %s",
+            uri,
+            local_uri,
+            local_uri,
+            uri,
+        )
+        return MlflowTracker(
+            local_uri, str(tracking.experiment), int(tracking.max_param_length), None, local_root
+        )
+    return MlflowTracker(
+        uri, str(tracking.experiment), int(tracking.max_param_length), parent, artifact_root
+    )

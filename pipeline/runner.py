@@ -112,9 +112,7 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
         log.info("[%s] running (%s)", name, reason)
         artifacts = spec.call(cfg, run_dir)
         outputs = output_paths(artifacts, run_dir)
-        cache.store(
-            name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir
-        )
+        cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
     seconds = time.perf_counter() - started
     log.info("[%s] done in %.2f s", name, seconds)
     return StageOutcome(name, "done", seconds, artifacts, reason)
@@ -193,7 +191,9 @@ def run_pipeline(
     if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
         tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
     container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
-    run_name = cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
+    run_name = (
+        cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
+    )
     tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
     result.run_id = tracker.run_id
     try:

@@ -36,9 +36,8 @@ class CachedStage:
 
 def _place(src: Path, dst: Path) -> None:
     """Atomically make dst a hard link to (or copy of) src, unless it already has src's bytes."""
-    if dst.exists():
-        if os.path.samefile(src, dst) or file_sha256(src) == file_sha256(dst):
-            return
+    if dst.exists() and (os.path.samefile(src, dst) or file_sha256(src) == file_sha256(dst)):
+        return
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):

@@ -1,0 +1,28 @@
+from pathlib import Path
+
+from pipeline.fingerprint import compute_fingerprint, explain_change, flatten_config
+
+
+def test_flatten_config_nests_with_dots() -> None:
+    assert flatten_config({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": "x"}) == {
+        "a.b": 1,
+        "a.c.d": [1, 2],
+        "e": "x",
+    }
+
+
+def test_fingerprint_changes_with_config_input_and_names_the_cause(tmp_path: Path) -> None:
+    data = tmp_path / "inputs.pt"
+    data.write_bytes(b"one")
+    base = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline",))
+    same = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline",))
+    assert base.digest == same.digest
+
+    deeper = compute_fingerprint({"model": {"depth": 2}}, [data], ("pipeline",))
+    assert deeper.digest != base.digest
+    assert "model.depth: 1 -> 2" in explain_change(base, deeper)
+
+    data.write_bytes(b"two")
+    new_input = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline",))
+    assert new_input.digest != base.digest
+    assert "input files changed (inputs.pt)" in explain_change(base, new_input)

@@ -1,0 +1,45 @@
+import multiprocessing
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from pipeline.tracking import MlflowTracker, ensure_experiment, split_params
+
+
+def _create(uri: str) -> str:
+    return ensure_experiment(uri, "concurrent")
+
+
+def test_parallel_creation_of_a_new_sqlite_store_is_safe(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}"
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        ids = pool.map(_create, [uri] * 4)
+    assert len(set(ids)) == 1
+
+
+def test_long_params_go_to_an_artifact() -> None:
+    short, long = split_params({"a": {"b": 1}, "big": "x" * 600}, max_length=500)
+    assert short == {"a.b": "1"}
+    assert list(long) == ["big"]
+
+
+def test_tracker_logs_params_metrics_artifacts_and_failure(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = MlflowTracker(uri, "exp", artifact_root=(tmp_path / "art").as_uri())
+    tracker.start("r", {"model": {"name": "vit"}, "blob": "y" * 900}, {"model": "vit"}, "a: 1\n")
+    tracker.log_metrics({f"m{i}": float(i) for i in range(250)})
+    artifact = tmp_path / "table.csv"
+    artifact.write_text("op,p50\nlinear,1.5\n")
+    tracker.log_artifacts([artifact], "analyze")
+    tracker.log_table(artifact, "tables/table.json")
+    tracker.finish(failed=True, error="RuntimeError: boom")
+
+    run = MlflowClient(uri).get_run(tracker.run_id)
+    assert run.info.status == "FAILED"
+    assert run.data.params["model.name"] == "vit"
+    assert "blob" not in run.data.params
+    assert len(run.data.metrics) == 250 and run.data.metrics["m249"] == 249.0
+    assert run.data.tags["error"] == "RuntimeError: boom"
+    names = {a.path for a in MlflowClient(uri).list_artifacts(tracker.run_id)}
+    assert {"analyze", "tables", "config.yaml", "long_params.json"} <= names

@@ -1,0 +1,83 @@
+"""The export stage: model + inputs config → exported.pt2, inputs, reference outputs, ETRecord."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from stages.export.config import ExportConfig, InputsConfig, ModelConfig
+from stages.export.debug_handle_pass import iter_operator_nodes
+from stages.export.exported_program_io import save_exported_program
+from stages.export.exporter import export_model
+from stages.export.model_factory import build_model
+from stages.export.representative_inputs import representative_inputs, save_samples
+from stages.formats.artifacts import ArtifactName
+from stages.formats.etrecord import generate_etrecord
+
+
+@dataclass(frozen=True)
+class ExportArtifacts:
+    """Files the export stage wrote, plus its metrics."""
+
+    exported_program: Path
+    inputs: Path
+    reference_outputs: Path
+    etrecord: Path | None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def flat_outputs(value: Any) -> tuple[torch.Tensor, ...]:
+    """A model's outputs flattened to a tuple of tensors."""
+    leaves, _ = pytree.tree_flatten(value)
+    return tuple(leaf.detach() for leaf in leaves if isinstance(leaf, torch.Tensor))
+
+
+def run_export(
+    model: ModelConfig, inputs: InputsConfig, export: ExportConfig, run_dir: Path
+) -> ExportArtifacts:
+    """Build, export with debug handles, record reference outputs, start the ETRecord."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    module = build_model(model)
+    samples = representative_inputs(model.inputs, inputs)
+    started = time.perf_counter()
+    program = export_model(
+        module,
+        samples[0],
+        strict=export.strict,
+        decompose=export.decompose,
+        model_name=model.name,
+        error_log=run_dir / "export_error.log",
+    )
+    export_seconds = time.perf_counter() - started
+    runnable = program.module()
+    with torch.no_grad():
+        references = [flat_outputs(runnable(*sample)) for sample in samples]
+
+    paths = {name: run_dir / name for name in ArtifactName}
+    save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
+    save_samples(samples, paths[ArtifactName.INPUTS])
+    save_samples(references, paths[ArtifactName.REFERENCE_OUTPUTS])
+    etrecord: Path | None = None
+    if export.generate_etrecord:
+        etrecord = paths[ArtifactName.ETRECORD]
+        generate_etrecord(etrecord, program, samples, references, model_name=model.name)
+    nodes = list(iter_operator_nodes(program.graph_module))
+    metrics = {
+        "export_seconds": export_seconds,
+        "operator_nodes": float(len(nodes)),
+        "debug_handles": float(len({n.meta["debug_handle"] for n in nodes})),
+        "parameters": float(sum(p.numel() for p in module.parameters())),
+        "samples": float(len(samples)),
+    }
+    return ExportArtifacts(
+        exported_program=paths[ArtifactName.EXPORTED_PROGRAM],
+        inputs=paths[ArtifactName.INPUTS],
+        reference_outputs=paths[ArtifactName.REFERENCE_OUTPUTS],
+        etrecord=etrecord,
+        metrics=metrics,
+    )

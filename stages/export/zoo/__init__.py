@@ -1,0 +1,1 @@
+"""Model zoo: models defined in the project, seeded random weights, no downloads."""

@@ -1,0 +1,124 @@
+"""A small decoder-only LLM: RMSNorm, RoPE, SwiGLU, grouped-query attention, fixed length."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square norm with a learned scale."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _rope_tables(
+    seq_len: int, head_dim: int, base: float = 10000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2).float() / head_dim)
+    angles = torch.outer(torch.arange(seq_len).float(), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def _apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+
+class GQAttention(nn.Module):
+    """Causal attention where groups of query heads share key/value heads."""
+
+    def __init__(self, dim: int, heads: int, kv_heads: int, seq_len: int) -> None:
+        super().__init__()
+        if heads % kv_heads or dim % heads:
+            raise ValueError(
+                f"llm: heads={heads} must be a multiple of kv_heads={kv_heads} and divide dim={dim}"
+            )
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+        cos, sin = _rope_tables(seq_len, self.head_dim)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer(
+            "mask", torch.full((seq_len, seq_len), float("-inf")).triu(1), persistent=False
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q = self.wq(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = self.get_buffer("cos"), self.get_buffer("sin")
+        q, k = _apply_rope(q, cos, sin), _apply_rope(k, cos, sin)
+        repeat = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+        scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5 + self.mask
+        out = scores.softmax(-1) @ v
+        return self.wo(out.transpose(1, 2).reshape(b, n, -1))
+
+
+class SwiGLU(nn.Module):
+    """Gated feed-forward: silu(x W1) * (x W3), then W2."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, dim: int, heads: int, kv_heads: int, hidden: int, seq_len: int) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(dim)
+        self.attn = GQAttention(dim, heads, kv_heads, seq_len)
+        self.ffn_norm = RMSNorm(dim)
+        self.ffn = SwiGLU(dim, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class TinyLLM(nn.Module):
+    """Token ids [batch, seq_len] (int64) → logits [batch, seq_len, vocab]."""
+
+    def __init__(
+        self,
+        vocab_size: int = 512,
+        dim: int = 128,
+        layers: int = 2,
+        heads: int = 4,
+        kv_heads: int = 2,
+        hidden: int = 256,
+        seq_len: int = 32,
+    ) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.layers = nn.ModuleList(
+            DecoderLayer(dim, heads, kv_heads, hidden, seq_len) for _ in range(layers)
+        )
+        self.norm = RMSNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab_size, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
+def build_llm(**kwargs: object) -> TinyLLM:
+    return TinyLLM(**kwargs)  # type: ignore[arg-type]

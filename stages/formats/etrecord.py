@@ -1,0 +1,246 @@
+"""ETRecord: everything the analysis needs from ahead-of-time, in one zip.
+
+Members: a version marker, the reference (exported) program with debug handles, representative
+inputs, reference outputs, per-handle op/source info, and (added by the lower stage) the lowered
+graph, each partition's backend and delegate debug-handle map. Loading never unpickles anything
+but weights-only tensor files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.formats.safe_load import UnsafePayloadError, check_pt2_archive, load_tensors
+
+ETRECORD_FORMAT = "delegate-debugger-etrecord"
+ETRECORD_VERSION = 1
+
+VERSION_MEMBER = "etrecord_version.json"
+PROGRAM_MEMBER = "reference_program.pt2"
+INPUTS_MEMBER = "representative_inputs.pt"
+OUTPUTS_MEMBER = "reference_outputs.pt"
+HANDLES_MEMBER = "debug_handles.json"
+LOWERED_GRAPH_MEMBER = "lowered_graph.txt"
+DELEGATE_MAPS_MEMBER = "delegate_maps.json"
+LOWERING_INFO_MEMBER = "lowering_info.json"
+_REQUIRED = (VERSION_MEMBER, PROGRAM_MEMBER, INPUTS_MEMBER, OUTPUTS_MEMBER, HANDLES_MEMBER)
+
+Samples = list[tuple[torch.Tensor, ...]]
+
+
+class ETRecordError(Exception):
+    """An ETRecord file is missing, truncated, of another version, or carries unsafe data."""
+
+
+@dataclass(frozen=True)
+class HandleInfo:
+    """What one debug handle stands for in the model."""
+
+    op_names: tuple[str, ...]
+    op_types: tuple[str, ...]
+    stack_traces: tuple[str, ...]
+    module_hierarchy: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DelegateMapRecord:
+    """One delegated partition: its backend and the identifier → handles map it emitted."""
+
+    partition_id: int
+    backend_name: str
+    debug_handle_map: dict[DelegateIdentifier, tuple[DebugHandle, ...]]
+    delegated_handles: tuple[DebugHandle, ...] = ()
+
+
+@dataclass
+class ETRecord:
+    """In-memory ETRecord; `save`/`load` move it to and from a zip."""
+
+    reference_program_bytes: bytes
+    representative_inputs: Samples
+    reference_outputs: Samples
+    handles: dict[DebugHandle, HandleInfo]
+    model_name: str = ""
+    lowered_graph: str | None = None
+    delegate_maps: list[DelegateMapRecord] = field(default_factory=list)
+    lowering_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def program_fingerprint(self) -> str:
+        """sha256 of the reference program bytes: ties ETDumps and lowered programs to it."""
+        return hashlib.sha256(self.reference_program_bytes).hexdigest()
+
+    def exported_program(self) -> torch.export.ExportedProgram:
+        """The reference program with node.meta["debug_handle"] restored."""
+        from stages.export.exported_program_io import load_exported_program
+
+        return load_exported_program(self.reference_program_bytes)
+
+    def save(self, path: Path) -> None:
+        """Write atomically (temp file + rename)."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+            marker = {
+                "format": ETRECORD_FORMAT,
+                "version": ETRECORD_VERSION,
+                "model_name": self.model_name,
+                "program_fingerprint": self.program_fingerprint,
+            }
+            archive.writestr(VERSION_MEMBER, json.dumps(marker))
+            archive.writestr(PROGRAM_MEMBER, self.reference_program_bytes)
+            archive.writestr(INPUTS_MEMBER, _tensor_bytes(self.representative_inputs))
+            archive.writestr(OUTPUTS_MEMBER, _tensor_bytes(self.reference_outputs))
+            handles = {str(h): asdict(info) for h, info in sorted(self.handles.items())}
+            archive.writestr(HANDLES_MEMBER, json.dumps(handles))
+            if self.lowered_graph is not None:
+                archive.writestr(LOWERED_GRAPH_MEMBER, self.lowered_graph)
+            if self.delegate_maps:
+                archive.writestr(
+                    DELEGATE_MAPS_MEMBER, json.dumps([_map_to_json(m) for m in self.delegate_maps])
+                )
+            if self.lowering_info:
+                archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> ETRecord:
+        """Read and validate; every problem is an ETRecordError naming the file."""
+        path = Path(path)
+        try:
+            archive = zipfile.ZipFile(path)
+            names = set(archive.namelist())
+        except FileNotFoundError as exc:
+            raise ETRecordError(f"{path}: no such ETRecord file") from exc
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            raise ETRecordError(
+                f"{path}: not a readable ETRecord zip (truncated or corrupt: {exc}); "
+                "re-run the export stage to write it again"
+            ) from exc
+        with archive:
+            missing = [m for m in _REQUIRED if m not in names]
+            if missing:
+                raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
+            try:
+                marker = _json(archive, VERSION_MEMBER, path)
+                if not isinstance(marker, dict) or marker.get("format") != ETRECORD_FORMAT:
+                    raise ETRecordError(f"{path}: {VERSION_MEMBER} does not mark an ETRecord")
+                if marker.get("version") != ETRECORD_VERSION:
+                    raise ETRecordError(
+                        f"{path}: ETRecord version {marker.get('version')!r} is not supported "
+                        f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
+                    )
+                program = archive.read(PROGRAM_MEMBER)
+                check_pt2_archive(program, f"{path}: {PROGRAM_MEMBER}")
+                inputs = _samples(archive.read(INPUTS_MEMBER), f"{path}: {INPUTS_MEMBER}")
+                outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path}: {OUTPUTS_MEMBER}")
+                handles = {
+                    int(h): HandleInfo(**{k: tuple(v) for k, v in info.items()})
+                    for h, info in _json(archive, HANDLES_MEMBER, path).items()
+                }
+                lowered_graph = (
+                    archive.read(LOWERED_GRAPH_MEMBER).decode()
+                    if LOWERED_GRAPH_MEMBER in names
+                    else None
+                )
+                maps = (
+                    [_map_from_json(m) for m in _json(archive, DELEGATE_MAPS_MEMBER, path)]
+                    if DELEGATE_MAPS_MEMBER in names
+                    else []
+                )
+                info = (
+                    _json(archive, LOWERING_INFO_MEMBER, path)
+                    if LOWERING_INFO_MEMBER in names
+                    else {}
+                )
+            except UnsafePayloadError as exc:
+                raise ETRecordError(str(exc)) from exc
+            except (zipfile.BadZipFile, OSError, EOFError, KeyError, TypeError, ValueError) as exc:
+                raise ETRecordError(f"{path}: corrupt ETRecord member ({exc})") from exc
+        return cls(
+            reference_program_bytes=program,
+            representative_inputs=inputs,
+            reference_outputs=outputs,
+            handles=handles,
+            model_name=str(marker.get("model_name", "")),
+            lowered_graph=lowered_graph,
+            delegate_maps=maps,
+            lowering_info=dict(info),
+        )
+
+
+def generate_etrecord(
+    path: Path,
+    exported_program: torch.export.ExportedProgram,
+    representative_inputs: Samples,
+    reference_outputs: Samples,
+    model_name: str = "",
+) -> ETRecord:
+    """Build an ETRecord from an exported program with debug handles and save it."""
+    from stages.export.exported_program_io import exported_program_bytes
+    from stages.export.handle_info import collect_handle_info
+
+    record = ETRecord(
+        reference_program_bytes=exported_program_bytes(exported_program),
+        representative_inputs=representative_inputs,
+        reference_outputs=reference_outputs,
+        handles=collect_handle_info(exported_program),
+        model_name=model_name,
+    )
+    record.save(path)
+    return record
+
+
+def _tensor_bytes(samples: Samples) -> bytes:
+    buffer = io.BytesIO()
+    torch.save([tuple(s) for s in samples], buffer)
+    return buffer.getvalue()
+
+
+def _samples(data: bytes, what: str) -> Samples:
+    loaded = load_tensors(data, what)
+    if not isinstance(loaded, list) or not all(isinstance(s, tuple | list) for s in loaded):
+        raise ETRecordError(f"{what}: expected a list of tensor tuples")
+    return [tuple(s) for s in loaded]
+
+
+def _json(archive: zipfile.ZipFile, member: str, path: Path) -> Any:
+    raw = archive.read(member)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        kind = "a pickle payload" if raw[:1] == b"\x80" else "invalid JSON"
+        raise ETRecordError(
+            f"{path}: member {member} carries {kind}, not JSON; refusing it"
+        ) from exc
+
+
+def _map_to_json(record: DelegateMapRecord) -> dict[str, Any]:
+    return {
+        "partition_id": record.partition_id,
+        "backend_name": record.backend_name,
+        "debug_handle_map": [[ident, list(h)] for ident, h in record.debug_handle_map.items()],
+        "delegated_handles": list(record.delegated_handles),
+    }
+
+
+def _map_from_json(data: dict[str, Any]) -> DelegateMapRecord:
+    return DelegateMapRecord(
+        partition_id=int(data["partition_id"]),
+        backend_name=str(data["backend_name"]),
+        debug_handle_map={
+            (ident if isinstance(ident, int | str) else str(ident)): tuple(int(h) for h in handles)
+            for ident, handles in data["debug_handle_map"]
+        },
+        delegated_handles=tuple(int(h) for h in data.get("delegated_handles", ())),
+    )

@@ -17,16 +17,43 @@ register_configs()
 TINY_MODEL_OVERRIDES: dict[str, list[str]] = {
     "vit": [
         "model=vit",
-        "model.kwargs.depth=1",
+        "model.kwargs.depth=2",
         "model.kwargs.dim=32",
         "model.kwargs.heads=2",
         "model.kwargs.image_size=32",
-        "model.kwargs.patch_size=16",
+        "model.kwargs.patch_size=8",
         "model.kwargs.num_classes=10",
         "model.inputs=[{shape:[1,3,32,32]}]",
     ],
+    "mobilenet_v2": [
+        "model=mobilenet_v2",
+        "model.kwargs.width_mult=0.25",
+        "model.kwargs.stages=3",
+        "model.kwargs.num_classes=10",
+        "model.inputs=[{shape:[1,3,32,32]}]",
+    ],
+    "resnet18": [
+        "model=resnet18",
+        "model.kwargs.width=8",
+        "model.kwargs.blocks_per_stage=1",
+        "model.kwargs.num_classes=10",
+        "model.inputs=[{shape:[1,3,32,32]}]",
+    ],
+    "llm": [
+        "model=llm",
+        "model.kwargs.vocab_size=64",
+        "model.kwargs.dim=32",
+        "model.kwargs.layers=1",
+        "model.kwargs.hidden=64",
+        "model.kwargs.seq_len=8",
+        "model.inputs=[{shape:[1,8],dtype:int64,high:64}]",
+    ],
     "mlp": ["model=mlp"],
+    "cond_model": ["model=cond_model"],
+    "topk_model": ["model=topk_model"],
+    "three_inputs": ["model=three_inputs"],
 }
+ZOO_MODELS = sorted(TINY_MODEL_OVERRIDES)
 
 
 def compose_config(tmp_path: Path, overrides: Sequence[str] = ()) -> DictConfig:
@@ -51,5 +78,15 @@ def make_cfg(tmp_path: Path) -> Callable[..., DictConfig]:
 
     def _make(*overrides: str) -> DictConfig:
         return compose_config(tmp_path, overrides)
+
+    return _make
+
+
+@pytest.fixture
+def tiny_cfg(make_cfg: Callable[..., DictConfig]) -> Callable[..., DictConfig]:
+    """tiny_cfg("vit", *more_overrides) -> a composed config with a tiny model."""
+
+    def _make(model: str, *overrides: str) -> DictConfig:
+        return make_cfg(*TINY_MODEL_OVERRIDES[model], *overrides)
 
     return _make

@@ -1,0 +1,101 @@
+import io
+import pickle
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from stages.export.debug_handle_pass import assign_debug_handles
+from stages.formats.etrecord import ETRecord, ETRecordError, generate_etrecord
+
+
+class _Evil:
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (print, ("pwned",))
+
+
+@pytest.fixture
+def etrecord_path(tmp_path: Path) -> Path:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    program = torch.export.export(model, (torch.randn(1, 4),))
+    assign_debug_handles(program)
+    x = (torch.randn(1, 4),)
+    generate_etrecord(
+        tmp_path / "etrecord.zip", program, [x], [(model(*x).detach(),)], model_name="tiny"
+    )
+    return tmp_path / "etrecord.zip"
+
+
+def _rewrite(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            zout.writestr(item.filename, replace.get(item.filename, zin.read(item.filename)))
+
+
+def test_round_trip(etrecord_path: Path, tmp_path: Path) -> None:
+    record = ETRecord.load(etrecord_path)
+    record.save(tmp_path / "again.zip")
+    again = ETRecord.load(tmp_path / "again.zip")
+    assert again.handles == record.handles and again.model_name == "tiny"
+    assert again.program_fingerprint == record.program_fingerprint
+    assert torch.equal(again.reference_outputs[0][0], record.reference_outputs[0][0])
+    assert {
+        n.meta.get("debug_handle")
+        for n in again.exported_program().graph.nodes
+        if n.op == "call_function"
+    } == {1, 2}
+
+
+def test_truncated_file_names_the_file(etrecord_path: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "truncated.zip"
+    bad.write_bytes(etrecord_path.read_bytes()[: etrecord_path.stat().st_size // 2])
+    with pytest.raises(ETRecordError, match=str(bad)):
+        ETRecord.load(bad)
+
+
+def test_wrong_version_marker(etrecord_path: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "v99.zip"
+    _rewrite(
+        etrecord_path,
+        bad,
+        {"etrecord_version.json": b'{"format": "delegate-debugger-etrecord", "version": 99}'},
+    )
+    with pytest.raises(ETRecordError, match=r"v99\.zip: ETRecord version 99 is not supported"):
+        ETRecord.load(bad)
+
+
+@pytest.mark.parametrize("member", ["debug_handles.json", "representative_inputs.pt"])
+def test_member_with_a_pickle_payload_is_refused(
+    etrecord_path: Path, tmp_path: Path, member: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "evil.zip"
+    payload = io.BytesIO()
+    torch.save([(_Evil(),)], payload) if member.endswith(".pt") else payload.write(
+        pickle.dumps(_Evil())
+    )
+    _rewrite(etrecord_path, bad, {member: payload.getvalue()})
+    with pytest.raises(ETRecordError, match=str(bad)):
+        ETRecord.load(bad)
+    assert "pwned" not in capsys.readouterr().out
+
+
+def test_pickle_inside_the_embedded_program_is_refused(
+    etrecord_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with zipfile.ZipFile(etrecord_path) as z:
+        program = z.read("reference_program.pt2")
+    inner_in, inner_out = io.BytesIO(program), io.BytesIO()
+    with zipfile.ZipFile(inner_in) as zin, zipfile.ZipFile(inner_out, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith("sample_inputs/model.pt"):
+                buf = io.BytesIO()
+                torch.save(_Evil(), buf)
+                data = buf.getvalue()
+            zout.writestr(item.filename, data)
+    bad = tmp_path / "evil_program.zip"
+    _rewrite(etrecord_path, bad, {"reference_program.pt2": inner_out.getvalue()})
+    with pytest.raises(ETRecordError, match="not a weights-only tensor file"):
+        ETRecord.load(bad)
+    assert "pwned" not in capsys.readouterr().out

@@ -223,11 +223,12 @@ def run_pipeline(
         result.tracking = tracker.describe()
         raise
     finally:
-        log_file = run_dir / "pipeline.log"
         if handler is not None:
             handler.flush()
-        if log_file.is_file():
-            tracker.log_artifacts([log_file], "logs")
+        for stream in logging.getLogger().handlers:
+            if isinstance(stream, logging.FileHandler):
+                stream.flush()
+        tracker.log_artifacts(sorted(run_dir.glob("*.log")), "logs")
         if handler is not None:
             logging.getLogger().removeHandler(handler)
             handler.close()

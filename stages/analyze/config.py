@@ -14,7 +14,9 @@ class AnalyzeConfig:
     etrecord: str | None = None
     debug_buffer: str | None = None
     time_unit: str = "ms"
-    comparators: list[str] = field(default_factory=lambda: ["mse", "l1", "snr", "cosine", "max_abs"])
+    comparators: list[str] = field(
+        default_factory=lambda: ["mse", "l1", "snr", "cosine", "max_abs"]
+    )
     custom_comparator: dict[str, Any] | None = None
     delegate_metadata_parser: dict[str, Any] | None = None
     gap_metric: str = "snr"

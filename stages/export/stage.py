@@ -59,13 +59,20 @@ def run_export(
         references = [flat_outputs(runnable(*sample)) for sample in samples]
 
     paths = {name: run_dir / name for name in ArtifactName}
-    save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
+    program_bytes = save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
     save_samples(samples, paths[ArtifactName.INPUTS])
     save_samples(references, paths[ArtifactName.REFERENCE_OUTPUTS])
     etrecord: Path | None = None
     if export.generate_etrecord:
         etrecord = paths[ArtifactName.ETRECORD]
-        generate_etrecord(etrecord, program, samples, references, model_name=model.name)
+        generate_etrecord(
+            etrecord,
+            program,
+            samples,
+            references,
+            model_name=model.name,
+            program_bytes=program_bytes,
+        )
     nodes = list(iter_operator_nodes(program.graph_module))
     metrics = {
         "export_seconds": export_seconds,

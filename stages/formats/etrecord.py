@@ -185,13 +185,17 @@ def generate_etrecord(
     representative_inputs: Samples,
     reference_outputs: Samples,
     model_name: str = "",
+    program_bytes: bytes | None = None,
 ) -> ETRecord:
-    """Build an ETRecord from an exported program with debug handles and save it."""
+    """Build an ETRecord from an exported program with debug handles and save it.
+
+    `program_bytes` (torch.export.save output) avoids serializing the program a second time.
+    """
     from stages.export.exported_program_io import exported_program_bytes
     from stages.export.handle_info import collect_handle_info
 
     record = ETRecord(
-        reference_program_bytes=exported_program_bytes(exported_program),
+        reference_program_bytes=program_bytes or exported_program_bytes(exported_program),
         representative_inputs=representative_inputs,
         reference_outputs=reference_outputs,
         handles=collect_handle_info(exported_program),

@@ -1,0 +1,91 @@
+"""The real CLI in a subprocess: `python -m pipeline ...` as a person types it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_VIT = [
+    "model=vit",
+    "model.kwargs.depth=1",
+    "model.kwargs.dim=32",
+    "model.kwargs.heads=2",
+    "model.kwargs.image_size=32",
+    "model.inputs=[{shape:[1,3,32,32]}]",
+]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.e2e
+def test_help_and_cfg_job_work_from_any_directory(tmp_path: Path) -> None:
+    helped = _cli("--help", cwd=tmp_path)
+    assert helped.returncode == 0, helped.stderr
+    assert "model: " in helped.stdout and "backend: " in helped.stdout
+    job = _cli("--cfg", "job", "model=llm", cwd=tmp_path)
+    assert job.returncode == 0 and "name: llm" in job.stdout
+    typo = _cli("--cfg", "job", "runtime.iteratons=3", cwd=tmp_path)
+    assert typo.returncode != 0 and "iteratons" in typo.stderr
+
+
+@pytest.mark.e2e
+def test_export_stage_run_is_tracked_then_reused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = [*TINY_VIT, "backend=xnnpack", "stages=[export]", f"hydra.run.dir={run_dir}"]
+    first = _cli(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert (run_dir / "exported.pt2").is_file() and (run_dir / "etrecord.zip").is_file()
+
+    # The default store is a sqlite file under outputs/ of the working directory.
+    client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("delegate-debugger")
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["model.name"] == "vit" and run.data.params["model.kwargs.depth"] == "1"
+    assert run.data.tags["model"] == "vit" and run.data.tags["backend"] == "xnnpack"
+    assert run.data.tags["stage.export"] == "done" and len(run.data.tags["git_commit"]) >= 7
+    exported = {a.path for a in client.list_artifacts(run.info.run_id, "export")}
+    assert {"export/exported.pt2", "export/etrecord.zip"} <= exported
+    assert "export.debug_handles" in run.data.metrics
+
+    second = _cli(*args, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "[export] reused: fingerprint" in second.stdout + second.stderr
+
+
+@pytest.mark.e2e
+def test_failed_stage_names_itself_and_prints_the_resume_command(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = _cli(
+        *TINY_VIT,
+        "model.kwargs.heads=5",
+        "stages=[export]",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert "stage 'export' failed" in result.stderr
+    assert f"hydra.run.dir={run_dir}" in result.stderr and "python -m pipeline" in result.stderr
+    assert "Traceback" not in result.stderr
+    client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("delegate-debugger")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FAILED" and "heads=5" in run.data.tags["error"]

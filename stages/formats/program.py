@@ -1,0 +1,243 @@
+"""The lowered program file (`program.pte`): what the run stage executes.
+
+A zip: `program.json` (version marker, instruction list), `constants.pt` (weights-only tensors
+used by operator calls), `delegates/<partition>.bin` (each delegate's processed bytes). Operator
+calls name ATen ops; delegate calls name a backend and carry its processed bytes. Loading needs
+none of the export stage's Python objects and never unpickles anything but tensors.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stages.formats.debug_handles import DebugHandle
+from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg
+from stages.formats.safe_load import UnsafePayloadError, load_tensors
+
+PROGRAM_FORMAT = "delegate-debugger-program"
+PROGRAM_VERSION = 1
+PROGRAM_MEMBER = "program.json"
+CONSTANTS_MEMBER = "constants.pt"
+
+
+class ProgramError(Exception):
+    """A lowered program file that is missing, corrupt, of another version, or unsafe."""
+
+
+@dataclass(frozen=True)
+class OperatorInstruction:
+    """One ATen op call outside any delegate (an operator event at run time)."""
+
+    instruction_id: int
+    op: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    outputs: list[ValueId]
+    multi_output: bool
+    debug_handle: DebugHandle
+    name: str
+    fault: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DelegateInstruction:
+    """A call into a delegate backend with its processed bytes (a DELEGATE_CALL event)."""
+
+    instruction_id: int
+    partition_id: int
+    backend: str
+    blob_member: str
+    compile_specs: dict[str, Any]
+    inputs: list[ValueId]
+    outputs: list[ValueId]
+
+
+@dataclass(frozen=True)
+class CondInstruction:
+    """torch.cond: run one of two sub-programs on the operands."""
+
+    instruction_id: int
+    debug_handle: DebugHandle
+    predicate: ValueId
+    operands: list[ValueId]
+    true_branch: SubProgram
+    false_branch: SubProgram
+    outputs: list[ValueId]
+    name: str = "cond"
+
+
+Instruction = OperatorInstruction | DelegateInstruction | CondInstruction
+
+
+@dataclass(frozen=True)
+class SubProgram:
+    """A value space, its inputs, instructions and output templates (a method or a branch)."""
+
+    num_values: int
+    inputs: list[ValueId]
+    instructions: list[Instruction]
+    outputs: list[Any]
+
+
+@dataclass
+class Program:
+    """A loaded (or about to be saved) lowered program."""
+
+    main: SubProgram
+    constants: dict[str, ValueId]
+    constant_tensors: dict[str, torch.Tensor]
+    delegate_blobs: dict[str, bytes]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, path: Path) -> None:
+        """Write atomically."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        document = {
+            "format": PROGRAM_FORMAT,
+            "version": PROGRAM_VERSION,
+            "metadata": self.metadata,
+            "constants": self.constants,
+            "main": _encode_sub(self.main),
+        }
+        constants = io.BytesIO()
+        torch.save(dict(self.constant_tensors), constants)
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+            archive.writestr(PROGRAM_MEMBER, json.dumps(document))
+            archive.writestr(CONSTANTS_MEMBER, constants.getvalue())
+            for member, blob in self.delegate_blobs.items():
+                archive.writestr(member, blob)
+        os.replace(tmp, path)
+
+
+def _encode_instruction(instr: Instruction) -> dict[str, Any]:
+    if isinstance(instr, OperatorInstruction):
+        return {"kind": "operator", **{k: getattr(instr, k) for k in instr.__dataclass_fields__}}
+    if isinstance(instr, DelegateInstruction):
+        return {"kind": "delegate", **{k: getattr(instr, k) for k in instr.__dataclass_fields__}}
+    return {
+        "kind": "cond",
+        "instruction_id": instr.instruction_id,
+        "debug_handle": instr.debug_handle,
+        "predicate": instr.predicate,
+        "operands": instr.operands,
+        "true_branch": _encode_sub(instr.true_branch),
+        "false_branch": _encode_sub(instr.false_branch),
+        "outputs": instr.outputs,
+        "name": instr.name,
+    }
+
+
+def _encode_sub(sub: SubProgram) -> dict[str, Any]:
+    return {
+        "num_values": sub.num_values,
+        "inputs": sub.inputs,
+        "instructions": [_encode_instruction(i) for i in sub.instructions],
+        "outputs": sub.outputs,
+    }
+
+
+def _decode_instruction(data: dict[str, Any]) -> Instruction:
+    kind = data["kind"]
+    if kind == "operator":
+        return OperatorInstruction(
+            instruction_id=int(data["instruction_id"]),
+            op=str(data["op"]),
+            args=[decode_arg(a) for a in data["args"]],
+            kwargs={str(k): decode_arg(v) for k, v in data["kwargs"].items()},
+            outputs=[int(v) for v in data["outputs"]],
+            multi_output=bool(data["multi_output"]),
+            debug_handle=int(data["debug_handle"]),
+            name=str(data["name"]),
+            fault=data.get("fault"),
+        )
+    if kind == "delegate":
+        return DelegateInstruction(
+            instruction_id=int(data["instruction_id"]),
+            partition_id=int(data["partition_id"]),
+            backend=str(data["backend"]),
+            blob_member=str(data["blob_member"]),
+            compile_specs=dict(data["compile_specs"]),
+            inputs=[int(v) for v in data["inputs"]],
+            outputs=[int(v) for v in data["outputs"]],
+        )
+    if kind == "cond":
+        return CondInstruction(
+            instruction_id=int(data["instruction_id"]),
+            debug_handle=int(data["debug_handle"]),
+            predicate=int(data["predicate"]),
+            operands=[int(v) for v in data["operands"]],
+            true_branch=_decode_sub(data["true_branch"]),
+            false_branch=_decode_sub(data["false_branch"]),
+            outputs=[int(v) for v in data["outputs"]],
+            name=str(data.get("name", "cond")),
+        )
+    raise ProgramError(f"unknown instruction kind {kind!r}")
+
+
+def _decode_sub(data: dict[str, Any]) -> SubProgram:
+    return SubProgram(
+        num_values=int(data["num_values"]),
+        inputs=[int(v) for v in data["inputs"]],
+        instructions=[_decode_instruction(i) for i in data["instructions"]],
+        outputs=[decode_arg(o) for o in data["outputs"]],
+    )
+
+
+def load_program(path: Path) -> Program:
+    """Read and validate a lowered program; every problem is a ProgramError naming the file."""
+    path = Path(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError as exc:
+        raise ProgramError(f"{path}: no such program file; run the lower stage first") from exc
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ProgramError(f"{path}: not a readable program (truncated or corrupt: {exc})") from exc
+    with archive:
+        try:
+            document = json.loads(archive.read(PROGRAM_MEMBER).decode("utf-8"))
+            if not isinstance(document, dict) or document.get("format") != PROGRAM_FORMAT:
+                raise ProgramError(f"{path}: {PROGRAM_MEMBER} does not describe a lowered program")
+            if document.get("version") != PROGRAM_VERSION:
+                raise ProgramError(
+                    f"{path}: program version {document.get('version')!r} is not supported "
+                    f"(this tool reads version {PROGRAM_VERSION}); re-run the lower stage"
+                )
+            tensors = load_tensors(archive.read(CONSTANTS_MEMBER), f"{path}: {CONSTANTS_MEMBER}")
+            if not isinstance(tensors, dict):
+                raise ProgramError(f"{path}: {CONSTANTS_MEMBER} is not a name → tensor mapping")
+            main = _decode_sub(document["main"])
+            blobs = {
+                name: archive.read(name)
+                for name in archive.namelist()
+                if name.startswith("delegates/")
+            }
+        except ProgramError:
+            raise
+        except UnsafePayloadError as exc:
+            raise ProgramError(str(exc)) from exc
+        except (
+            zipfile.BadZipFile,
+            OSError,
+            EOFError,
+            KeyError,
+            TypeError,
+            ValueError,
+            OpEncodingError,
+        ) as exc:
+            raise ProgramError(f"{path}: corrupt program ({type(exc).__name__}: {exc})") from exc
+    return Program(
+        main=main,
+        constants={str(k): int(v) for k, v in document["constants"].items()},
+        constant_tensors=dict(tensors),
+        delegate_blobs=blobs,
+        metadata=dict(document.get("metadata", {})),
+    )

@@ -1,0 +1,53 @@
+"""Run an exported program's ATen graph on inputs and keep every node's output.
+
+Used by the lower stage (int8 calibration) and the analysis (reference intermediate outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+
+def flat_program_args(program: ExportedProgram, user_inputs: Sequence[torch.Tensor]) -> list[Any]:
+    """Placeholder values in graph order: parameters, buffers, constants, then user inputs."""
+    state = program.state_dict
+    constants = program.constants
+    values: list[Any] = []
+    user = iter(user_inputs)
+    for spec in program.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            values.append(next(user))
+        elif spec.target in state:
+            values.append(state[spec.target])
+        elif spec.target in constants:
+            values.append(constants[spec.target])
+        else:
+            raise KeyError(f"no value for program input {spec.arg.name} ({spec.target})")
+    return values
+
+
+class _Capture(torch.fx.Interpreter):
+    def __init__(self, module: torch.fx.GraphModule) -> None:
+        super().__init__(module)
+        self.outputs: dict[str, Any] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        if n.op == "call_function":
+            self.outputs[n.name] = result
+        return result
+
+
+def capture_node_outputs(
+    program: ExportedProgram, user_inputs: Sequence[torch.Tensor]
+) -> tuple[dict[str, Any], Any]:
+    """({node name: output} of the top-level graph, program outputs)."""
+    interpreter = _Capture(program.graph_module)
+    with torch.no_grad():
+        result = interpreter.run(*flat_program_args(program, user_inputs))
+    return interpreter.outputs, result

@@ -1,0 +1,206 @@
+"""The lower stage: exported program + backend config → program.pte, lowering.json, ETRecord."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stages.backends.backend_api import BackendDetails, PreprocessResult, backend_class
+from stages.export.debug_handle_pass import iter_operator_nodes
+from stages.export.exported_program_io import load_exported_program
+from stages.export.representative_inputs import load_samples
+from stages.formats.artifacts import ArtifactName
+from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.formats.etrecord import DelegateMapRecord, ETRecord
+from stages.formats.fault_injection import FAULT_KINDS
+from stages.formats.program import DelegateInstruction
+from stages.formats.reference_capture import capture_node_outputs
+from stages.lower.config import BackendConfig
+from stages.lower.partitioner import constant_tensors, partition_graph, partition_program
+from stages.lower.program_builder import build_program
+
+log = logging.getLogger(__name__)
+
+
+class LoweringError(Exception):
+    """The backend config cannot be applied to this program; the message names the option."""
+
+
+@dataclass(frozen=True)
+class LowerArtifacts:
+    """Files the lower stage wrote, plus its metrics."""
+
+    program: Path
+    lowering_report: Path
+    etrecord: Path
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[str, Any] | None:
+    fault = cfg.fault
+    if not fault.node and fault.debug_handle is None:
+        return None
+    if fault.kind not in FAULT_KINDS:
+        raise LoweringError(f"backend.fault.kind={fault.kind!r}: choose one of {FAULT_KINDS}")
+    nodes = list(iter_operator_nodes(program.graph_module))
+    if fault.node and not any(n.name == fault.node for n in nodes):
+        names = ", ".join(n.name for n in nodes[:12])
+        raise LoweringError(
+            f"backend.fault.node={fault.node!r} is not a node of the exported program (e.g. {names}, ...)"
+        )
+    handles = {n.meta[DEBUG_HANDLE_META] for n in nodes}
+    if fault.debug_handle is not None and fault.debug_handle not in handles:
+        raise LoweringError(
+            f"backend.fault.debug_handle={fault.debug_handle} does not exist (handles 1..{max(handles)})"
+        )
+    return {
+        "node": fault.node,
+        "debug_handle": fault.debug_handle,
+        "kind": fault.kind,
+        "value": fault.value,
+    }
+
+
+def _calibrate(program: torch.export.ExportedProgram, inputs: Path) -> dict[str, float]:
+    """Max |value| per node output over the representative inputs (per-tensor int8 scales)."""
+    ranges: dict[str, float] = {}
+    for sample in load_samples(inputs):
+        outputs, _ = capture_node_outputs(program, sample)
+        for name, value in outputs.items():
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+                finite = value.detach()[torch.isfinite(value)]
+                if finite.numel():
+                    ranges[name] = max(ranges.get(name, 0.0), float(finite.abs().max()))
+    user_inputs = [
+        spec.arg.name
+        for spec in program.graph_signature.input_specs
+        if spec.kind.name == "USER_INPUT"
+    ]
+    for sample in load_samples(inputs):
+        for name, tensor in zip(user_inputs, sample, strict=False):
+            if tensor.is_floating_point():
+                ranges[name] = max(ranges.get(name, 0.0), float(tensor.abs().max()))
+    return ranges
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+def run_lower(
+    backend: BackendConfig, exported_program: Path, etrecord: Path, inputs: Path, run_dir: Path
+) -> LowerArtifacts:
+    """Partition, preprocess each partition, write the program, complete the ETRecord."""
+    started = time.perf_counter()
+    program = load_exported_program(exported_program)
+    fault = _fault(backend, program)
+    cls = backend_class(backend.name, backend._target_)
+    instance: BackendDetails = cls(backend.precision, fault)
+    result = partition_program(program, instance)
+    constants = constant_tensors(program)
+    calibration = (
+        _calibrate(program, inputs) if backend.precision == "int8" and result.partitions else {}
+    )
+    graphs = [
+        partition_graph(i, nodes, constants, calibration)
+        for i, nodes in enumerate(result.partitions)
+    ]
+    specs = dict(backend.compile_specs)
+    preprocessed: dict[int, PreprocessResult] = {
+        g.partition_id: instance.preprocess(g, specs) for g in graphs
+    }
+    fingerprint = hashlib.sha256(exported_program.read_bytes()).hexdigest()
+    lowered = build_program(
+        program,
+        graphs,
+        preprocessed,
+        constants,
+        backend.name,
+        specs,
+        fault,
+        metadata={
+            "backend": backend.name,
+            "backend_target": backend._target_,
+            "precision": backend.precision,
+            "program_fingerprint": fingerprint,
+            "ticks_per_ms": instance.ticks_per_ms,
+        },
+    )
+    program_path = run_dir / ArtifactName.PROGRAM
+    lowered.save(program_path)
+    lowering_seconds = time.perf_counter() - started
+
+    all_nodes = [
+        n for n in iter_operator_nodes(program.graph_module) if "getitem" not in str(n.target)
+    ]
+    delegated = [n for nodes in result.partitions for n in nodes if "getitem" not in str(n.target)]
+    delegate_instructions = {
+        str(i.instruction_id): i.partition_id
+        for i in lowered.main.instructions
+        if isinstance(i, DelegateInstruction)
+    }
+    maps = [
+        DelegateMapRecord(
+            partition_id=g.partition_id,
+            backend_name=backend.name,
+            debug_handle_map=preprocessed[g.partition_id].debug_handle_map,
+            delegated_handles=tuple(sorted({int(n.meta[DEBUG_HANDLE_META]) for n in g.nodes})),
+        )
+        for g in graphs
+    ]
+    kernels = sum(len(m.debug_handle_map) for m in maps)
+    fused = sum(1 for m in maps for handles in m.debug_handle_map.values() if len(handles) > 1)
+    report = {
+        "backend": backend.name,
+        "precision": backend.precision,
+        "ticks_per_ms": instance.ticks_per_ms,
+        "program_fingerprint": fingerprint,
+        "fault_injected": fault,
+        "partitions": [
+            {
+                "partition_id": g.partition_id,
+                "ops": [n.name for n in g.nodes if "getitem" not in str(n.target)],
+                "kernels": len(preprocessed[g.partition_id].debug_handle_map),
+            }
+            for g in graphs
+        ],
+        "delegate_instructions": delegate_instructions,
+        "rejected_ops": [r.__dict__ for r in result.rejected],
+    }
+    report_path = run_dir / ArtifactName.LOWERING_REPORT
+    _write_json(report_path, report)
+    for rejection in result.rejected:
+        log.info("[lower] left out %s (%s): %s", rejection.node, rejection.op, rejection.reason)
+
+    record = ETRecord.load(etrecord)
+    record.lowered_graph = "\n".join(
+        f"{i.instruction_id}: {type(i).__name__} {getattr(i, 'name', '')}{getattr(i, 'backend', '')}"
+        for i in lowered.main.instructions
+    )
+    record.delegate_maps = maps
+    record.lowering_info = {k: v for k, v in report.items() if k != "partitions"}
+    record.save(etrecord)
+    metrics = {
+        "partitions": float(len(graphs)),
+        "delegated_ops": float(len(delegated)),
+        "non_delegated_ops": float(len(all_nodes) - len(delegated)),
+        "delegated_op_ratio": len(delegated) / max(len(all_nodes), 1),
+        "kernels": float(kernels),
+        "fused_kernels": float(fused),
+        "rejected_ops": float(len(result.rejected)),
+        "lowering_seconds": lowering_seconds,
+        "fault_injected": 1.0 if fault else 0.0,
+    }
+    return LowerArtifacts(
+        program=program_path, lowering_report=report_path, etrecord=etrecord, metrics=metrics
+    )

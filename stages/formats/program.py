@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from stages.formats.debug_handles import DebugHandle
-from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg
+from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.safe_load import UnsafePayloadError, load_tensors
 
 PROGRAM_FORMAT = "delegate-debugger-program"
@@ -148,6 +148,7 @@ def _encode_sub(sub: SubProgram) -> dict[str, Any]:
 def _decode_instruction(data: dict[str, Any]) -> Instruction:
     kind = data["kind"]
     if kind == "operator":
+        resolve_op(str(data["op"]))  # refuse anything that is not an ATen op at load time
         return OperatorInstruction(
             instruction_id=int(data["instruction_id"]),
             op=str(data["op"]),

@@ -101,8 +101,10 @@ def run_lower(
     backend: BackendConfig, exported_program: Path, etrecord: Path, inputs: Path, run_dir: Path
 ) -> LowerArtifacts:
     """Partition, preprocess each partition, write the program, complete the ETRecord."""
-    started = time.perf_counter()
+    load_started = time.perf_counter()
     program = load_exported_program(exported_program)
+    load_seconds = time.perf_counter() - load_started
+    started = time.perf_counter()
     fault = _fault(backend, program)
     cls = backend_class(backend.name, backend._target_)
     instance: BackendDetails = cls(backend.precision, fault)
@@ -199,6 +201,7 @@ def run_lower(
         "fused_kernels": float(fused),
         "rejected_ops": float(len(result.rejected)),
         "lowering_seconds": lowering_seconds,
+        "load_exported_seconds": load_seconds,
         "fault_injected": 1.0 if fault else 0.0,
     }
     return LowerArtifacts(

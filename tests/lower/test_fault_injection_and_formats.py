@@ -46,7 +46,7 @@ def test_fault_breaks_the_output_and_is_recorded(
 def test_epsilon_fault_needs_a_norm_and_changes_layer_norm(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
-    with pytest.raises(BackendError, match="fault.kind=epsilon needs a norm op"):
+    with pytest.raises(BackendError, match=r"fault\.kind=epsilon needs a norm op"):
         export_and_lower(
             tiny_cfg("mlp", "backend.fault.node=linear", "backend.fault.kind=epsilon"),
             tmp_path / "a",
@@ -136,7 +136,7 @@ def test_qnn_tensor_names_embed_handles_and_runtime_parses_them(
 
     _, lowered = export_and_lower(tiny_cfg("mlp", "backend=qnn"), tmp_path)
     with zipfile.ZipFile(lowered.program) as z:
-        document, tensors = decode_blob(z.read("delegates/0.bin"))
+        _, tensors = decode_blob(z.read("delegates/0.bin"))
     assert all("__debugID_" in t.name for t in tensors)
     runtime = QnnBackend("fp16").init(zipfile.ZipFile(lowered.program).read("delegates/0.bin"), {})
     record = ETRecord.load(lowered.etrecord)

@@ -80,7 +80,7 @@ def test_corrupt_program_and_blob_raise_named_errors(
     data = lowered.program.read_bytes()
     truncated = tmp_path / "truncated.pte"
     truncated.write_bytes(data[: len(data) // 3])
-    with pytest.raises(ProgramError, match="truncated.pte"):
+    with pytest.raises(ProgramError, match=r"truncated\.pte"):
         load_program(truncated)
     with zipfile.ZipFile(lowered.program) as z:
         blob = z.read("delegates/0.bin")

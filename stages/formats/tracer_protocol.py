@@ -31,8 +31,8 @@ class EventTracerProfilingLevel(IntEnum):
     PROFILE_METHOD_ONLY = 2
 
 
-class EventTracerEntry(Protocol):
-    """Handle returned by a start_* call and handed back to the matching end_* call."""
+# Handle returned by a start_* call and handed back to the matching end_* call (None: dropped).
+EventTracerEntry = Any
 
 
 TensorOrTensors = torch.Tensor | Sequence[torch.Tensor]
@@ -61,9 +61,7 @@ class EventTracer(Protocol):
     def start_profiling_delegate(
         self, name: str | None, delegate_debug_id: DelegateIdentifier | None
     ) -> EventTracerEntry: ...
-    def end_profiling_delegate(
-        self, entry: EventTracerEntry, metadata: bytes | None = None
-    ) -> None: ...
+    def end_profiling_delegate(self, entry: EventTracerEntry, metadata: bytes | None = None) -> None: ...
     def log_profiling_delegate(
         self,
         name: str | None,

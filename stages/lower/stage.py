@@ -21,7 +21,12 @@ from stages.formats.artifacts import ArtifactName
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import DelegateMapRecord, ETRecord
 from stages.formats.fault_injection import FAULT_KINDS
-from stages.formats.program import DelegateInstruction
+from stages.formats.program import (
+    CondInstruction,
+    DelegateInstruction,
+    OperatorInstruction,
+    SubProgram,
+)
 from stages.formats.reference_capture import capture_node_outputs
 from stages.lower.config import BackendConfig
 from stages.lower.partitioner import constant_tensors, partition_graph, partition_program
@@ -91,6 +96,18 @@ def _calibrate(program: torch.export.ExportedProgram, inputs: Path) -> dict[str,
     return ranges
 
 
+def instruction_debug_handles(sub: SubProgram) -> dict[str, int]:
+    """Instruction id → debug handle of every operator call (cond branches included)."""
+    found: dict[str, int] = {}
+    for instr in sub.instructions:
+        if isinstance(instr, OperatorInstruction | CondInstruction):
+            found[str(instr.instruction_id)] = instr.debug_handle
+        if isinstance(instr, CondInstruction):
+            found |= instruction_debug_handles(instr.true_branch)
+            found |= instruction_debug_handles(instr.false_branch)
+    return found
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str))
@@ -146,6 +163,7 @@ def run_lower(
         n for n in iter_operator_nodes(program.graph_module) if "getitem" not in str(n.target)
     ]
     delegated = [n for nodes in result.partitions for n in nodes if "getitem" not in str(n.target)]
+    instruction_handles = instruction_debug_handles(lowered.main)
     delegate_instructions = {
         str(i.instruction_id): i.partition_id
         for i in lowered.main.instructions
@@ -177,6 +195,7 @@ def run_lower(
             for g in graphs
         ],
         "delegate_instructions": delegate_instructions,
+        "instruction_debug_handles": instruction_handles,
         "rejected_ops": [r.__dict__ for r in result.rejected],
     }
     report_path = run_dir / ArtifactName.LOWERING_REPORT

@@ -1,0 +1,147 @@
+"""The run stage: execute the lowered program under the EventTracer, write ETDump + debug buffer.
+
+Timed iterations capture no tensors ('Execute' blocks); intermediate outputs are captured in
+separate executions ('Execute (intermediate outputs)' blocks) so latencies are not inflated.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from stages.export.representative_inputs import load_samples, save_samples
+from stages.formats.artifacts import ArtifactName
+from stages.formats.program import load_program
+from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
+from stages.progress_display import ProgressDisplay
+from stages.run.config import RuntimeConfig
+from stages.run.event_tracer import EventFilter, EventTracer
+from stages.run.executor import METHOD_EVENT, Executor
+
+TIMED_BLOCK = "Execute"
+CAPTURE_BLOCK = "Execute (intermediate outputs)"
+LOAD_BLOCK = "Default"
+
+_DEBUG_LEVELS = {
+    "none": EventTracerDebugLogLevel.NO_LOGGING,
+    "program_outputs": EventTracerDebugLogLevel.PROGRAM_OUTPUTS,
+    "intermediate_outputs": EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS,
+}
+_PROFILING_LEVELS = {
+    "all": EventTracerProfilingLevel.PROFILE_ALL_EVENTS,
+    "method_only": EventTracerProfilingLevel.PROFILE_METHOD_ONLY,
+    "none": EventTracerProfilingLevel.NO_PROFILING,
+}
+
+
+class RuntimeConfigError(ValueError):
+    """A runtime option with a value the emulated runtime does not know."""
+
+
+@dataclass(frozen=True)
+class RunArtifacts:
+    """Files the run stage wrote, plus its metrics."""
+
+    etdump: Path
+    debug_buffer: Path
+    outputs: Path
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _level(table: Mapping[str, int], value: str, option: str) -> int:
+    if value not in table:
+        raise RuntimeConfigError(f"{option}={value!r}: choose one of {sorted(table)}")
+    return table[value]
+
+
+def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) -> RunArtifacts:
+    """Warm up, time `runtime.iterations` executions, capture intermediates apart, write files."""
+    debug_level = EventTracerDebugLogLevel(
+        _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
+    )
+    profiling = EventTracerProfilingLevel(
+        _level(_PROFILING_LEVELS, runtime.profiling_level, "runtime.profiling_level")
+    )
+    if runtime.iterations < 1 or runtime.warmup < 0:
+        raise RuntimeConfigError("runtime.iterations must be ≥ 1 and runtime.warmup ≥ 0")
+    samples = load_samples(inputs)
+    tracer = EventTracer(
+        debug_level=EventTracerDebugLogLevel.NO_LOGGING,
+        profiling_level=profiling,
+        event_filter=EventFilter(
+            runtime.filter.name_regex,
+            runtime.filter.debug_handle_min,
+            runtime.filter.debug_handle_max,
+        ),
+    )
+    tracer.create_event_block(LOAD_BLOCK)
+    entry = tracer.start_profiling("Program::load_method", -1, 0, -1)
+    lowered = load_program(program)
+    executor = Executor(lowered)
+    tracer.end_profiling(entry)
+    constants_allocator = tracer.track_allocator("constants")
+    delegate_allocator = tracer.track_allocator("delegates")
+    tracer.track_allocation(
+        constants_allocator,
+        sum(t.numel() * t.element_size() for t in lowered.constant_tensors.values()),
+    )
+    for blob in lowered.delegate_blobs.values():
+        tracer.track_allocation(delegate_allocator, len(blob))
+
+    for index in range(runtime.warmup):
+        executor.execute(samples[index % len(samples)])
+    with ProgressDisplay("run", runtime.iterations) as progress:
+        for index in range(runtime.iterations):
+            tracer.create_event_block(TIMED_BLOCK)
+            tracer.set_bundled_input_index(index % len(samples))
+            executor.execute(samples[index % len(samples)], tracer)
+            progress.advance()
+
+    outputs = [tuple(executor.execute(sample)) for sample in samples]
+    if debug_level > EventTracerDebugLogLevel.NO_LOGGING:
+        tracer.debug_level = debug_level
+        tracer.profiling_level = EventTracerProfilingLevel.NO_PROFILING
+        for index, sample in enumerate(samples):
+            tracer.create_event_block(CAPTURE_BLOCK)
+            tracer.set_bundled_input_index(index)
+            result = executor.execute(sample, tracer)
+            tracer.log_program_output(list(result))
+
+    etdump_path = run_dir / ArtifactName.ETDUMP
+    debug_path = run_dir / ArtifactName.DEBUG_BUFFER
+    data = tracer.etdump()
+    etdump_bytes, debug_bytes = tracer.write_etdump(etdump_path, debug_path)
+    outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
+    save_samples(
+        [tuple(t for t in o if isinstance(t, torch.Tensor)) for o in outputs], outputs_path
+    )
+
+    method_ms = [
+        (e.profile_event.end_time - e.profile_event.start_time) / 1e6
+        for block in data.run_data
+        if block.name == TIMED_BLOCK
+        for e in block.events
+        if e.profile_event is not None and e.profile_event.name == METHOD_EVENT
+    ]
+    metrics = {
+        "iterations": float(runtime.iterations),
+        "etdump_bytes": float(etdump_bytes),
+        "debug_buffer_bytes": float(debug_bytes),
+        "events": float(sum(len(b.events) for b in data.run_data)),
+    }
+    if method_ms:
+        quantiles = (
+            statistics.quantiles(method_ms, n=10) if len(method_ms) > 1 else [method_ms[0]] * 9
+        )
+        metrics |= {
+            "latency_p50_ms": statistics.median(method_ms),
+            "latency_p90_ms": quantiles[8],
+            "latency_min_ms": min(method_ms),
+        }
+    return RunArtifacts(
+        etdump=etdump_path, debug_buffer=debug_path, outputs=outputs_path, metrics=metrics
+    )

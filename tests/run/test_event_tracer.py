@@ -1,0 +1,86 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from stages.formats.etdump import read_etdump, tensor_from_buffer
+from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
+from stages.run.event_tracer import EventFilter, EventTracer, EventTracerError
+
+
+def test_operator_delegate_debug_and_allocation_events_reach_the_file(tmp_path: Path) -> None:
+    tracer = EventTracer(debug_level=EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS)
+    tracer.create_event_block("Execute")
+    allocator = tracer.track_allocator("activations")
+    tracer.track_allocation(allocator, 4096)
+    entry = tracer.start_profiling("DELEGATE_CALL", 0, 0, 7)
+    kernel = tracer.start_profiling_delegate("Fully Connected (NC, F32)", 3)
+    tracer.end_profiling_delegate(kernel, b"meta")
+    tracer.log_profiling_delegate(None, "fused_op_1_2", 100, 250, b"\x00\x01")
+    tracer.log_intermediate_output_delegate(None, "fused_op_1_2", torch.ones(2, 2))
+    tracer.end_profiling(entry)
+    tracer.log_intermediate_output(5, 8, [torch.zeros(3), torch.ones(1)])
+    tracer.write_etdump(tmp_path / "e.etdp", tmp_path / "d.bin")
+
+    (block,) = read_etdump(tmp_path / "e.etdp").run_data
+    assert block.allocators == ["activations"]
+    profile = [e.profile_event for e in block.events if e.profile_event]
+    kernel_event, post_time, delegate_call = profile
+    assert (
+        kernel_event.delegate_debug_id_int,
+        kernel_event.instruction_id,
+        kernel_event.delegate_debug_metadata,
+    ) == (3, 7, b"meta")
+    assert (post_time.delegate_debug_id_str, post_time.start_time, post_time.end_time) == (
+        "fused_op_1_2",
+        100,
+        250,
+    )
+    assert delegate_call.name == "DELEGATE_CALL" and delegate_call.instruction_id == 7
+    debug = [e.debug_event for e in block.events if e.debug_event]
+    buffer = (tmp_path / "d.bin").read_bytes()
+    assert torch.equal(tensor_from_buffer(buffer, debug[0].debug_entry.tensor), torch.ones(2, 2))
+    assert [tuple(t.sizes) for t in debug[1].debug_entry.tensor_list] == [(3,), (1,)]
+    assert len(buffer) < 256  # only the bytes used, 64-byte aligned
+
+
+def test_filter_drops_events_before_they_are_recorded(tmp_path: Path) -> None:
+    tracer = EventTracer(
+        event_filter=EventFilter(name_regex="linear", debug_handle_min=2, debug_handle_max=3)
+    )
+    tracer.create_event_block("Execute")
+    for name, handle in [
+        ("native_call_linear.out", 1),
+        ("native_call_linear.out", 2),
+        ("native_call_relu.out", 2),
+    ]:
+        tracer.end_profiling(tracer.start_profiling(name, 0, handle, handle))
+    events = tracer.etdump().run_data[0].events
+    assert [(e.profile_event.name, e.profile_event.instruction_id) for e in events] == [
+        ("native_call_linear.out", 2)
+    ]
+
+
+def test_levels_gate_what_is_recorded() -> None:
+    tracer = EventTracer(profiling_level=EventTracerProfilingLevel.NO_PROFILING)
+    tracer.create_event_block("Execute")
+    assert tracer.start_profiling("x", 0, 1, 1) is None
+    tracer.log_intermediate_output(1, 1, torch.ones(1))  # debug level NO_LOGGING: ignored
+    assert tracer.etdump().run_data[0].events == []
+
+
+def test_misuse_raises_clear_errors() -> None:
+    tracer = EventTracer()
+    with pytest.raises(EventTracerError, match="create_event_block"):
+        tracer.start_profiling("x")
+    tracer.create_event_block("Execute")
+    with pytest.raises(EventTracerError, match="needs a name or a delegate_debug_id"):
+        tracer.start_profiling_delegate(None, None)
+    with pytest.raises(EventTracerError, match="must be an int or a str"):
+        tracer.start_profiling_delegate("k", 1.5)  # type: ignore[arg-type]
+    with pytest.raises(EventTracerError, match="before start_time"):
+        tracer.log_profiling_delegate("k", 1, 10, 5)
+    with pytest.raises(EventTracerError, match="did not return"):
+        tracer.end_profiling_delegate(["bogus"])
+    with pytest.raises(EventTracerError, match="track_allocator"):
+        tracer.track_allocation(3, 10)

@@ -1,6 +1,6 @@
 """Lowering time of the default vit on each backend, beside its export time, in one process.
 
-    python benchmarks/bench_lower.py
+python benchmarks/bench_lower.py
 """
 
 from __future__ import annotations

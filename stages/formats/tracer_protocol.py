@@ -61,7 +61,9 @@ class EventTracer(Protocol):
     def start_profiling_delegate(
         self, name: str | None, delegate_debug_id: DelegateIdentifier | None
     ) -> EventTracerEntry: ...
-    def end_profiling_delegate(self, entry: EventTracerEntry, metadata: bytes | None = None) -> None: ...
+    def end_profiling_delegate(
+        self, entry: EventTracerEntry, metadata: bytes | None = None
+    ) -> None: ...
     def log_profiling_delegate(
         self,
         name: str | None,

@@ -23,4 +23,7 @@ class RuntimeConfig:
     iterations: int = 10
     debug_level: str = "intermediate_outputs"
     profiling_level: str = "all"
+    # Allocation events (memory per allocator). ExecuTorch 1.5.1's Inspector raises on them
+    # ("Unable to find populated event") though its parser reads them: turn off for its Inspector.
+    track_allocations: bool = True
     filter: EventFilterConfig = field(default_factory=EventFilterConfig)

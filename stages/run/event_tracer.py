@@ -266,7 +266,7 @@ class EventTracer:
             return
         self._require_block()
         value = self._value(output)
-        value = ValueRecord(**{**value.__dict__, "output": True})
+        value = value._replace(output=True)
         self._events.append(("g", self._chain, -1, value, -1, "", "program_output"))
 
     # Memory --------------------------------------------------------------------------------

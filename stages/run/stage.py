@@ -83,14 +83,15 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     lowered = load_program(program)
     executor = Executor(lowered)
     tracer.end_profiling(entry)
-    constants_allocator = tracer.track_allocator("constants")
-    delegate_allocator = tracer.track_allocator("delegates")
-    tracer.track_allocation(
-        constants_allocator,
-        sum(t.numel() * t.element_size() for t in lowered.constant_tensors.values()),
-    )
-    for blob in lowered.delegate_blobs.values():
-        tracer.track_allocation(delegate_allocator, len(blob))
+    if runtime.track_allocations:
+        constants_allocator = tracer.track_allocator("constants")
+        delegate_allocator = tracer.track_allocator("delegates")
+        tracer.track_allocation(
+            constants_allocator,
+            sum(t.numel() * t.element_size() for t in lowered.constant_tensors.values()),
+        )
+        for blob in lowered.delegate_blobs.values():
+            tracer.track_allocation(delegate_allocator, len(blob))
 
     for index in range(runtime.warmup):
         executor.execute(samples[index % len(samples)])

@@ -40,27 +40,24 @@ tensors = st.builds(
     strides=st.lists(st.integers(0, 2**40), max_size=4).map(tuple),
     offset=st.integers(0, 2**62),
 )
+# Records are NamedTuples with defaults, which st.builds() would fill with random values too; map
+# from the one field each variant sets so the others keep their defaults.
 values = st.one_of(
-    st.builds(ValueRecord, val=st.just(ValueType.TENSOR), tensor=tensors),
-    st.builds(
-        ValueRecord,
-        val=st.just(ValueType.TENSOR_LIST),
-        tensor_list=st.lists(tensors, max_size=3).map(tuple),
+    tensors.map(lambda t: ValueRecord(val=ValueType.TENSOR, tensor=t)),
+    st.lists(tensors, max_size=3).map(
+        lambda ts: ValueRecord(val=ValueType.TENSOR_LIST, tensor_list=tuple(ts))
     ),
-    st.builds(ValueRecord, val=st.just(ValueType.INT), int_value=st.integers(-(2**63), 2**63 - 1)),
-    st.builds(ValueRecord, val=st.just(ValueType.BOOL), bool_value=st.booleans()),
-    st.builds(ValueRecord, val=st.just(ValueType.DOUBLE), double_value=st.floats(allow_nan=False)),
+    st.integers(-(2**63), 2**63 - 1).map(lambda i: ValueRecord(val=ValueType.INT, int_value=i)),
+    st.booleans().map(lambda b: ValueRecord(val=ValueType.BOOL, bool_value=b)),
+    st.floats(allow_nan=False).map(lambda d: ValueRecord(val=ValueType.DOUBLE, double_value=d)),
 )
 events = st.one_of(
-    st.builds(
-        Event,
-        profile_event=st.builds(
-            ProfileEvent, text, i32, i32, i32, text, st.binary(max_size=16), u64, u64
-        ),
+    st.builds(ProfileEvent, text, i32, i32, i32, text, st.binary(max_size=16), u64, u64).map(
+        lambda p: Event(profile_event=p)
     ),
-    st.builds(Event, allocation_event=st.builds(AllocationEvent, i32, u64)),
-    st.builds(
-        Event, debug_event=st.builds(DebugEvent, u64, i32, st.none() | values, i32, text, text)
+    st.builds(AllocationEvent, i32, u64).map(lambda a: Event(allocation_event=a)),
+    st.builds(DebugEvent, u64, i32, st.none() | values, i32, text, text).map(
+        lambda d: Event(debug_event=d)
     ),
 )
 dumps = st.builds(

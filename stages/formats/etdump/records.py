@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 ETDUMP_FILE_IDENTIFIER = b"ED00"
 ETDUMP_VERSION = 0
@@ -42,8 +43,7 @@ class ValueType(IntEnum):
     STRING = 7
 
 
-@dataclass(frozen=True)
-class TensorRecord:
+class TensorRecord(NamedTuple):
     """Where a logged tensor's bytes live in the debug buffer."""
 
     scalar_type: int
@@ -52,8 +52,7 @@ class TensorRecord:
     offset: int
 
 
-@dataclass(frozen=True)
-class ValueRecord:
+class ValueRecord(NamedTuple):
     """A logged value: one of tensor, tensor list, int, float, double, bool."""
 
     val: int = ValueType.NULL
@@ -66,8 +65,7 @@ class ValueRecord:
     output: bool | None = None
 
 
-@dataclass(frozen=True)
-class ProfileEvent:
+class ProfileEvent(NamedTuple):
     name: str
     chain_index: int
     instruction_id: int
@@ -78,14 +76,12 @@ class ProfileEvent:
     end_time: int
 
 
-@dataclass(frozen=True)
-class AllocationEvent:
+class AllocationEvent(NamedTuple):
     allocator_id: int
     allocation_size: int
 
 
-@dataclass(frozen=True)
-class DebugEvent:
+class DebugEvent(NamedTuple):
     chain_index: int
     instruction_id: int
     debug_entry: ValueRecord | None
@@ -94,8 +90,7 @@ class DebugEvent:
     name: str
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """Exactly one of the three is set."""
 
     profile_event: ProfileEvent | None = None

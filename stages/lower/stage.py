@@ -158,6 +158,8 @@ def run_lower(
     program_path = run_dir / ArtifactName.PROGRAM
     lowered.save(program_path)
     lowering_seconds = time.perf_counter() - started
+    # The run stage stamps this hash into the ETDump so analysis can refuse a foreign pairing.
+    lowered_fingerprint = hashlib.sha256(program_path.read_bytes()).hexdigest()
 
     all_nodes = [
         n for n in iter_operator_nodes(program.graph_module) if "getitem" not in str(n.target)
@@ -182,9 +184,11 @@ def run_lower(
     fused = sum(1 for m in maps for handles in m.debug_handle_map.values() if len(handles) > 1)
     report = {
         "backend": backend.name,
+        "backend_target": backend._target_,
         "precision": backend.precision,
         "ticks_per_ms": instance.ticks_per_ms,
         "program_fingerprint": fingerprint,
+        "lowered_program_fingerprint": lowered_fingerprint,
         "fault_injected": fault,
         "partitions": [
             {

@@ -34,6 +34,7 @@ from stages.formats.etdump import (
     ValueType,
     write_etdump,
 )
+from stages.formats.etdump.records import FINGERPRINT_EVENT, FINGERPRINT_PREFIX
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 
 _now = time.perf_counter_ns
@@ -268,6 +269,17 @@ class EventTracer:
         value = self._value(output)
         value = value._replace(output=True)
         self._events.append(("g", self._chain, -1, value, -1, "", "program_output"))
+
+    def log_program_fingerprint(self, fingerprint: str) -> None:
+        """A zero-length `Program::fingerprint` event whose metadata is the program's sha256.
+
+        Wire-compatible (a plain profile event); the analysis uses it to refuse an ETRecord of
+        another program.
+        """
+        self._require_block()
+        now = _now()
+        meta = FINGERPRINT_PREFIX + fingerprint.encode()
+        self._events.append(("p", FINGERPRINT_EVENT, -1, -1, -1, "", meta, now, now))
 
     # Memory --------------------------------------------------------------------------------
     def track_allocator(self, name: str) -> int:

@@ -6,6 +6,7 @@ separate executions ('Execute (intermediate outputs)' blocks) so latencies are n
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     lowered = load_program(program)
     executor = Executor(lowered)
     tracer.end_profiling(entry)
+    tracer.log_program_fingerprint(hashlib.sha256(program.read_bytes()).hexdigest())
     if runtime.track_allocations:
         constants_allocator = tracer.track_allocator("constants")
         delegate_allocator = tracer.track_allocator("delegates")

@@ -8,6 +8,10 @@ from typing import NamedTuple
 
 ETDUMP_FILE_IDENTIFIER = b"ED00"
 ETDUMP_VERSION = 0
+# A zero-length profile event our run stage adds, its metadata the lowered program's sha256, so
+# the analysis can tell an ETDump from another program (ExecuTorch's tools see a plain event).
+FINGERPRINT_EVENT = "Program::fingerprint"
+FINGERPRINT_PREFIX = b"sha256:"
 
 
 class ETDumpError(Exception):

@@ -1,0 +1,146 @@
+"""Numeric comparators: one method each, plug-ins by name or by a user's `_target_`."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+
+class ComparatorError(ValueError):
+    """An unknown comparator name or a custom comparator that cannot be built."""
+
+
+class Comparator(Protocol):
+    """compare(runtime, reference) -> a float; `higher_is_better` orients thresholds."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def higher_is_better(self) -> bool: ...
+    def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float: ...
+
+
+def _pair(runtime: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return runtime.detach().double().flatten(), reference.detach().double().flatten()
+
+
+@dataclass(frozen=True)
+class MSE:
+    name: str = "mse"
+    higher_is_better: bool = False
+
+    def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
+        a, b = _pair(runtime, reference)
+        return float(((a - b) ** 2).mean()) if a.numel() else 0.0
+
+
+@dataclass(frozen=True)
+class L1:
+    """Mean absolute error."""
+
+    name: str = "l1"
+    higher_is_better: bool = False
+
+    def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
+        a, b = _pair(runtime, reference)
+        return float((a - b).abs().mean()) if a.numel() else 0.0
+
+
+@dataclass(frozen=True)
+class SNR:
+    """Signal-to-noise ratio in dB: 10·log10(Σref² / Σ(ref−run)²); inf when equal."""
+
+    name: str = "snr"
+    higher_is_better: bool = True
+
+    def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
+        a, b = _pair(runtime, reference)
+        noise = float(((a - b) ** 2).sum())
+        signal = float((b**2).sum())
+        if not math.isfinite(noise):
+            return -math.inf
+        if noise == 0.0:
+            return math.inf
+        if signal == 0.0:
+            return -math.inf
+        return 10.0 * math.log10(signal / noise)
+
+
+@dataclass(frozen=True)
+class Cosine:
+    name: str = "cosine"
+    higher_is_better: bool = True
+
+    def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
+        a, b = _pair(runtime, reference)
+        na, nb = float(a.norm()), float(b.norm())
+        if not (math.isfinite(na) and math.isfinite(nb)):
+            return math.nan
+        if na == 0.0 and nb == 0.0:
+            return 1.0
+        if na == 0.0 or nb == 0.0:
+            return 0.0
+        return float((a @ b) / (na * nb))
+
+
+@dataclass(frozen=True)
+class MaxAbs:
+    name: str = "max_abs"
+    higher_is_better: bool = False
+
+    def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
+        a, b = _pair(runtime, reference)
+        return float((a - b).abs().max()) if a.numel() else 0.0
+
+
+BUILTIN: dict[str, Comparator] = {c.name: c for c in (MSE(), L1(), SNR(), Cosine(), MaxAbs())}
+
+
+def _custom(spec: dict[str, Any]) -> Comparator:
+    target = spec.get("_target_")
+    if not isinstance(target, str) or "." not in target:
+        raise ComparatorError(
+            "analyze.custom_comparator needs `_target_: package.module.Class` naming a class "
+            "with `name`, `higher_is_better` and `compare(runtime, reference) -> float`"
+        )
+    module_name, _, attr = target.rpartition(".")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ComparatorError(
+            f"analyze.custom_comparator._target_={target!r} cannot be imported ({exc})"
+        ) from exc
+    kwargs = {k: v for k, v in spec.items() if k != "_target_"}
+    comparator = factory(**kwargs)
+    for needed in ("name", "higher_is_better", "compare"):
+        if not hasattr(comparator, needed):
+            raise ComparatorError(
+                f"analyze.custom_comparator._target_={target!r} has no `{needed}`; a comparator "
+                "has name, higher_is_better and compare(runtime, reference) -> float"
+            )
+    return comparator
+
+
+def build_comparators(names: list[str], custom: dict[str, Any] | None) -> list[Comparator]:
+    """Built-ins by name, then the custom one (its name may be used as the gap metric)."""
+    unknown = [n for n in names if n not in BUILTIN]
+    if unknown:
+        raise ComparatorError(
+            f"analyze.comparators: unknown {unknown}; choose from {sorted(BUILTIN)} or add "
+            "analyze.custom_comparator._target_=..."
+        )
+    comparators = [BUILTIN[n] for n in names]
+    if custom:
+        comparators.append(_custom(dict(custom)))
+    return comparators
+
+
+def crosses(value: float, threshold: float, higher_is_better: bool) -> bool:
+    """True when a gap value is on the wrong side of its threshold (NaN always is)."""
+    if math.isnan(value):
+        return True
+    return value < threshold if higher_is_better else value > threshold

@@ -1,0 +1,196 @@
+"""Link runtime events to the model: instruction / delegate identifier → debug handles → ops.
+
+Operator events carry the instruction id (as in ExecuTorch); the ETRecord's lowering info maps
+operator instructions to handles and delegate instructions to partitions, whose debug-handle maps
+resolve delegate identifiers. Anything that does not resolve is a mismatch, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.formats.etdump import ETDumpData
+from stages.formats.etdump.records import FINGERPRINT_EVENT, FINGERPRINT_PREFIX
+from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
+
+DELEGATE_CALL = "DELEGATE_CALL"
+NS_PER_MS = 1e6
+
+MetadataParser = Callable[[bytes], dict[str, Any]]
+
+
+class ProgramMismatchError(Exception):
+    """The ETDump was not written by the program the ETRecord describes."""
+
+
+@dataclass(frozen=True)
+class ProgramIndex:
+    """What the ETRecord says about the lowered program, indexed for lookups."""
+
+    handles: dict[DebugHandle, HandleInfo]
+    instruction_handles: dict[int, DebugHandle]
+    delegate_instructions: dict[int, DelegateMapRecord]
+    maps: tuple[DelegateMapRecord, ...]
+    backend: str
+    precision: str
+    delegate_ticks_per_ms: float
+    lowered_fingerprint: str | None
+
+    @classmethod
+    def empty(cls) -> ProgramIndex:
+        return cls({}, {}, {}, (), "", "fp32", NS_PER_MS, None)
+
+    @classmethod
+    def from_etrecord(cls, record: ETRecord) -> ProgramIndex:
+        info = record.lowering_info
+        by_partition = {m.partition_id: m for m in record.delegate_maps}
+        delegate_instructions = {
+            int(i): by_partition[int(p)]
+            for i, p in dict(info.get("delegate_instructions", {})).items()
+            if int(p) in by_partition
+        }
+        return cls(
+            handles=record.handles,
+            instruction_handles={
+                int(i): int(h) for i, h in dict(info.get("instruction_debug_handles", {})).items()
+            },
+            delegate_instructions=delegate_instructions,
+            maps=tuple(record.delegate_maps),
+            backend=str(info.get("backend", "")),
+            precision=str(info.get("precision", "fp32")),
+            delegate_ticks_per_ms=float(info.get("ticks_per_ms", NS_PER_MS)),
+            lowered_fingerprint=info.get("lowered_program_fingerprint"),
+        )
+
+    @property
+    def linked(self) -> bool:
+        return bool(self.handles)
+
+
+@dataclass(frozen=True)
+class Link:
+    """What one event stands for in the model."""
+
+    debug_handles: tuple[DebugHandle, ...] = ()
+    is_delegated_op: bool = False
+    delegate_backend_name: str = ""
+    delegate_debug_identifier: DelegateIdentifier | None = None
+    partition_id: int | None = None
+
+
+def identifier_of(id_int: int, id_str: str) -> DelegateIdentifier | None:
+    """ExecuTorch's convention: int id -1 and empty string both mean 'not a delegate event'."""
+    if id_str:
+        return id_str
+    return id_int if id_int != -1 else None
+
+
+def link_event(
+    index: ProgramIndex, name: str, instruction_id: int, identifier: DelegateIdentifier | None
+) -> Link | None:
+    """The link for one event; None when the index knows the program but not this event."""
+    if identifier is not None:
+        record = index.delegate_instructions.get(instruction_id)
+        candidates = [record] if record is not None else list(index.maps)
+        for m in candidates:
+            if identifier in m.debug_handle_map:
+                return Link(
+                    tuple(m.debug_handle_map[identifier]),
+                    True,
+                    m.backend_name,
+                    identifier,
+                    m.partition_id,
+                )
+        return (
+            None
+            if index.linked
+            else Link(delegate_debug_identifier=identifier, is_delegated_op=True)
+        )
+    if instruction_id in index.delegate_instructions:
+        m = index.delegate_instructions[instruction_id]
+        return Link(delegate_backend_name=m.backend_name, partition_id=m.partition_id)
+    if instruction_id < 0 or not index.linked:
+        return Link()
+    handle = index.instruction_handles.get(instruction_id)
+    return Link((handle,)) if handle is not None else None
+
+
+def ops_of(index: ProgramIndex, handles: Iterable[DebugHandle]) -> dict[str, list[str]]:
+    """op names, op types, stack traces and module paths of handles, in handle order."""
+    out: dict[str, list[str]] = {
+        "op_names": [],
+        "op_types": [],
+        "stack_traces": [],
+        "module_hierarchy": [],
+    }
+    for h in handles:
+        info = index.handles.get(h)
+        if info is None:
+            continue
+        out["op_names"].extend(info.op_names)
+        out["op_types"].extend(info.op_types)
+        out["stack_traces"].extend(info.stack_traces)
+        out["module_hierarchy"].extend(info.module_hierarchy)
+    return out
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>.*)')
+
+
+def source_line(stack_trace: str) -> str:
+    """The innermost frame outside torch itself: `file.py:75 in forward: x = ...`."""
+    frames = list(_FRAME.finditer(stack_trace or ""))
+    if not frames:
+        return ""
+    own = [f for f in frames if "/torch/" not in f["file"] and "site-packages" not in f["file"]]
+    frame = (own or frames)[-1]
+    short = "/".join(frame["file"].split("/")[-2:])
+    return f"{short}:{frame['line']} in {frame['fn']}: {frame['code'].strip()}"
+
+
+def dump_fingerprint(dump: ETDumpData) -> str | None:
+    for block in dump.run_data:
+        for event in block.events:
+            pe = event.profile_event
+            if pe is not None and pe.name == FINGERPRINT_EVENT:
+                meta = pe.delegate_debug_metadata
+                if meta.startswith(FINGERPRINT_PREFIX):
+                    return meta[len(FINGERPRINT_PREFIX) :].decode(errors="replace")
+    return None
+
+
+def check_same_program(dump: ETDumpData, index: ProgramIndex, etdump: str, etrecord: str) -> None:
+    """Refuse an ETDump/ETRecord pair from different programs (fingerprint, then structure)."""
+    if not index.linked:
+        return
+    found = dump_fingerprint(dump)
+    if found and index.lowered_fingerprint and found != index.lowered_fingerprint:
+        raise ProgramMismatchError(
+            f"{etdump} was written by lowered program {found[:12]}…, but {etrecord} describes "
+            f"lowered program {index.lowered_fingerprint[:12]}…; pass the ETRecord of the run "
+            "that wrote this ETDump (analyze.etrecord=...), or analyze.etrecord=null to analyze "
+            "events and timings only"
+        )
+    unknown: list[str] = []
+    for block in dump.run_data:
+        for event in block.events:
+            pe, de = event.profile_event, event.debug_event
+            if pe is not None and pe.name != FINGERPRINT_EVENT:
+                ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
+                if link_event(index, pe.name, pe.instruction_id, ident) is None:
+                    unknown.append(f"{pe.name} (instruction {pe.instruction_id}, id {ident!r})")
+            elif de is not None and de.instruction_id >= 0:
+                ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
+                if link_event(index, de.name, de.instruction_id, ident) is None:
+                    unknown.append(f"debug output (instruction {de.instruction_id}, id {ident!r})")
+    if unknown:
+        examples = "; ".join(sorted(set(unknown))[:5])
+        raise ProgramMismatchError(
+            f"{len(unknown)} event(s) in {etdump} name instructions or delegate identifiers that "
+            f"{etrecord} does not have (e.g. {examples}); the ETDump comes from another program. "
+            "Pass the matching analyze.etrecord=..., or analyze.etrecord=null for timings only"
+        )

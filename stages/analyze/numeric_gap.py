@@ -1,0 +1,357 @@
+"""Numeric gap: runtime intermediate outputs against the exported ATen program, by debug handle.
+
+Runtime outputs (operators and delegate identifiers) are grouped by overlapping debug-handle
+sets; a group compares its last op's output (accumulated gap), and also re-runs its reference
+ops on the runtime's own inputs to the group (local gap): the op that introduces error shows a
+local gap, ops that only carry it do not.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+from stages.analyze.comparators import Comparator
+from stages.analyze.linking import Link, ProgramIndex, identifier_of, link_event
+from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
+from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
+from stages.formats.reference_capture import flat_program_args
+
+Value = Any  # a tensor, a list of tensors, or None for values we do not compare
+
+
+@dataclass(frozen=True)
+class RuntimeOutput:
+    """One logged intermediate output of one execution."""
+
+    order: int
+    sample: int
+    link: Link
+    value: Value
+
+
+@dataclass
+class GapGroup:
+    """Runtime outputs whose handle sets overlap, and what they are compared against."""
+
+    handles: tuple[DebugHandle, ...]
+    anchor: torch.fx.Node | None
+    nodes: list[torch.fx.Node]
+    identifiers: list[DelegateIdentifier] = field(default_factory=list)
+    backend: str = ""
+    is_delegated: bool = False
+
+
+@dataclass
+class GapRow:
+    """One compared output of one group (multi-output ops give one row per output)."""
+
+    group: int
+    topo_index: int
+    output_index: int
+    handles: tuple[DebugHandle, ...]
+    identifiers: list[DelegateIdentifier]
+    backend: str
+    is_delegated: bool
+    status: str
+    runtime_shape: tuple[int, ...] | None = None
+    reference_shape: tuple[int, ...] | None = None
+    runtime_dtype: str = ""
+    accumulated: dict[str, float] = field(default_factory=dict)
+    local: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+
+
+def _decode(value: ValueRecord | None, buffer: bytes, where: str) -> Value:
+    if value is None:
+        return None
+    if value.val == ValueType.TENSOR and value.tensor is not None:
+        return tensor_from_buffer(buffer, value.tensor, where)
+    if value.val == ValueType.TENSOR_LIST and value.tensor_list is not None:
+        return [tensor_from_buffer(buffer, t, where) for t in value.tensor_list]
+    return None
+
+
+def runtime_outputs(
+    dump: ETDumpData, buffer: bytes, index: ProgramIndex, where: str = "debug buffer"
+) -> list[RuntimeOutput]:
+    """Intermediate outputs of every capture block, in execution order, linked to handles."""
+    outputs: list[RuntimeOutput] = []
+    capture_blocks = [
+        b
+        for b in dump.run_data
+        if any(e.debug_event is not None and e.debug_event.instruction_id >= 0 for e in b.events)
+    ]
+    for position, block in enumerate(capture_blocks):
+        sample = block.bundled_input_index if block.bundled_input_index >= 0 else position
+        for order, event in enumerate(block.events):
+            de = event.debug_event
+            if de is None or de.instruction_id < 0:
+                continue
+            ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
+            link = link_event(index, de.name, de.instruction_id, ident)
+            if link is None or not link.debug_handles:
+                continue
+            outputs.append(
+                RuntimeOutput(order, sample, link, _decode(de.debug_entry, buffer, where))
+            )
+    return outputs
+
+
+class _Reference(torch.fx.Interpreter):
+    """Keeps every node's value (placeholders, attributes and ops)."""
+
+    def __init__(self, module: torch.fx.GraphModule) -> None:
+        super().__init__(module, garbage_collect_values=False)
+
+
+def reference_values(
+    program: ExportedProgram, inputs: Sequence[torch.Tensor]
+) -> dict[torch.fx.Node, Any]:
+    interpreter = _Reference(program.graph_module)
+    with torch.no_grad():
+        interpreter.run(*flat_program_args(program, inputs))
+    return dict(interpreter.env)
+
+
+def _is_getitem(node: torch.fx.Node) -> bool:
+    return node.target is operator.getitem
+
+
+def build_groups(
+    outputs: list[RuntimeOutput], graph: torch.fx.Graph
+) -> tuple[list[GapGroup], dict[torch.fx.Node, int]]:
+    """Union overlapping handle sets; groups in topological order of their anchor node."""
+    parent: dict[DebugHandle, DebugHandle] = {}
+
+    def find(h: DebugHandle) -> DebugHandle:
+        while parent.setdefault(h, h) != h:
+            parent[h] = parent[parent[h]]
+            h = parent[h]
+        return h
+
+    for out in outputs:
+        first = find(out.link.debug_handles[0])
+        for h in out.link.debug_handles[1:]:
+            parent[find(h)] = first
+    members: dict[DebugHandle, set[DebugHandle]] = {}
+    for h in list(parent):
+        members.setdefault(find(h), set()).add(h)
+    topo = {n: i for i, n in enumerate(graph.nodes)}
+    by_handle: dict[DebugHandle, list[torch.fx.Node]] = {}
+    for node in graph.nodes:
+        handle = get_debug_handle(node) if node.op == "call_function" else None
+        if handle is not None:
+            by_handle.setdefault(handle, []).append(node)
+    groups = []
+    for handles in members.values():
+        nodes = sorted((n for h in handles for n in by_handle.get(h, [])), key=topo.__getitem__)
+        ops = [n for n in nodes if not _is_getitem(n)]
+        group = GapGroup(tuple(sorted(handles)), ops[-1] if ops else None, nodes)
+        for out in outputs:
+            if out.link.debug_handles[0] in handles:
+                ident = out.link.delegate_debug_identifier
+                if ident is not None and ident not in group.identifiers:
+                    group.identifiers.append(ident)
+                group.backend = group.backend or out.link.delegate_backend_name
+                group.is_delegated = group.is_delegated or out.link.is_delegated_op
+        groups.append(group)
+    groups.sort(key=lambda g: (topo[g.anchor] if g.anchor is not None else math.inf, g.handles))
+    return groups, topo
+
+
+def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], str]:
+    """(output index, runtime tensor, reference tensor) to compare, and a status."""
+    rts = list(runtime) if isinstance(runtime, list | tuple) else [runtime]
+    refs = list(reference) if isinstance(reference, list | tuple) else [reference]
+    if len(rts) == len(refs):
+        pairs = list(zip(range(len(rts)), rts, refs, strict=True))
+    elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
+        match = [
+            i
+            for i, r in enumerate(refs)
+            if isinstance(r, torch.Tensor) and tuple(r.shape) == tuple(rts[0].shape)
+        ]
+        if not match:
+            return [(0, rts[0], None)], "shape_mismatch"
+        pairs = [(match[-1], rts[0], refs[match[-1]])]
+    else:
+        return [], "output_count_mismatch"
+    return [
+        (i, a, b)
+        for i, a, b in pairs
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    ], "ok"
+
+
+def _status(rt: torch.Tensor, ref: torch.Tensor | None) -> str:
+    if ref is None or tuple(rt.shape) != tuple(ref.shape):
+        return "shape_mismatch"
+    if rt.is_floating_point() != ref.is_floating_point() or (
+        not rt.is_floating_point() and rt.dtype != ref.dtype
+    ):
+        return "dtype_mismatch"
+    return "ok"
+
+
+def _substitutions(
+    outputs: list[RuntimeOutput], env: dict[torch.fx.Node, Any], anchors: dict[int, torch.fx.Node]
+) -> dict[torch.fx.Node, Any]:
+    """Runtime values standing in for reference nodes, where shapes make the match certain."""
+    subst: dict[torch.fx.Node, Any] = {}
+    for position, out in enumerate(outputs):
+        anchor = anchors.get(position)
+        if anchor is None:
+            continue
+        ref, value = env.get(anchor), out.value
+        if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
+            if tuple(ref.shape) == tuple(value.shape):
+                subst[anchor] = value.to(ref.dtype)
+        elif isinstance(ref, tuple) and isinstance(value, list) and len(ref) == len(value):
+            subst[anchor] = tuple(
+                v.to(r.dtype) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
+                for v, r in zip(value, ref, strict=True)
+            )
+    return subst
+
+
+def _rerun(
+    group: GapGroup,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+) -> Any:
+    """The group's reference ops on the runtime's inputs; returns the anchor's value."""
+    members = set(group.nodes)
+    local: dict[torch.fx.Node, Any] = {}
+
+    def lookup(n: torch.fx.Node) -> Any:
+        if n in local:
+            return local[n]
+        if n not in members:
+            if n in subst:
+                return subst[n]
+            source = n.args[0] if _is_getitem(n) else None
+            if isinstance(source, torch.fx.Node) and source in subst and source not in members:
+                return subst[source][n.args[1]]
+        return env[n]
+
+    with torch.no_grad():
+        for node in group.nodes:
+            args = torch.fx.node.map_arg(node.args, lookup)
+            kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
+            local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
+    return local[group.anchor] if group.anchor is not None else None
+
+
+def _compare(
+    comparators: Sequence[Comparator], runtime: list[torch.Tensor], reference: list[torch.Tensor]
+) -> dict[str, float]:
+    rt = torch.cat([t.detach().double().flatten() for t in runtime])
+    ref = torch.cat([t.detach().double().flatten() for t in reference])
+    return {c.name: float(c.compare(rt, ref)) for c in comparators}
+
+
+def compute_numeric_gap(
+    outputs: list[RuntimeOutput],
+    program: ExportedProgram,
+    samples: Sequence[Sequence[torch.Tensor]],
+    comparators: Sequence[Comparator],
+) -> tuple[list[GapGroup], list[GapRow]]:
+    """Groups in topological order and one row per compared output."""
+    graph = program.graph_module.graph
+    groups, topo = build_groups(outputs, graph)
+    group_of: dict[DebugHandle, int] = {h: i for i, g in enumerate(groups) for h in g.handles}
+    by_sample: dict[int, list[RuntimeOutput]] = {}
+    for out in outputs:
+        by_sample.setdefault(out.sample, []).append(out)
+
+    anchor_cache: dict[tuple[DebugHandle, ...], torch.fx.Node | None] = {}
+
+    def anchor_of(handles: tuple[DebugHandle, ...]) -> torch.fx.Node | None:
+        if handles not in anchor_cache:
+            wanted = set(handles)
+            nodes = [
+                n
+                for n in groups[group_of[handles[0]]].nodes
+                if not _is_getitem(n) and get_debug_handle(n) in wanted
+            ]
+            anchor_cache[handles] = nodes[-1] if nodes else None
+        return anchor_cache[handles]
+
+    collected: dict[tuple[int, int], dict[str, Any]] = {}
+    for sample, sample_outputs in sorted(by_sample.items()):
+        if sample >= len(samples):
+            continue
+        env = reference_values(program, samples[sample])
+        anchors = {
+            i: a
+            for i, out in enumerate(sample_outputs)
+            if (a := anchor_of(out.link.debug_handles)) is not None
+        }
+        subst = _substitutions(sample_outputs, env, anchors)
+        for gi, group in enumerate(groups):
+            mine = [o for o in sample_outputs if group_of[o.link.debug_handles[0]] == gi]
+            if not mine or group.anchor is None:
+                continue
+            anchor_handle = get_debug_handle(group.anchor)
+            chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
+            runtime = chosen[-1].value
+            pairs, status = _pairs(runtime, env.get(group.anchor))
+            try:
+                local_ref = _rerun(group, env, subst)
+                local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
+            except Exception as exc:  # a reference op refusing runtime inputs is a finding
+                local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+            if not pairs:
+                collected.setdefault((gi, 0), {"status": status, "rt": [], "ref": [], "loc": []})
+            for oi, rt, ref in pairs:
+                slot = collected.setdefault(
+                    (gi, oi), {"status": "ok", "rt": [], "ref": [], "loc": [], "shape": None}
+                )
+                row_status = status if status != "ok" else _status(rt, ref)
+                if row_status != "ok":
+                    slot["status"] = row_status
+                    slot["shape"] = (tuple(rt.shape), tuple(ref.shape) if ref is not None else None)
+                    slot["dtype"] = str(rt.dtype).removeprefix("torch.")
+                    continue
+                slot["rt"].append(rt)
+                slot["ref"].append(ref)
+                slot["shape"] = (tuple(rt.shape), tuple(ref.shape))
+                slot["dtype"] = str(rt.dtype).removeprefix("torch.")
+                local = local_pairs.get(oi)
+                if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
+                    slot["loc"].append(local)
+
+    for gi, group in enumerate(groups):
+        if group.anchor is None:  # e.g. ops inside a torch.cond branch: no top-level node
+            collected[(gi, 0)] = {"status": "no_reference", "rt": [], "ref": [], "loc": []}
+    rows: list[GapRow] = []
+    for (gi, oi), slot in sorted(collected.items()):
+        group = groups[gi]
+        shapes = slot.get("shape") or (None, None)
+        row = GapRow(
+            group=gi,
+            topo_index=topo.get(group.anchor, -1) if group.anchor is not None else -1,
+            output_index=oi,
+            handles=group.handles,
+            identifiers=group.identifiers,
+            backend=group.backend,
+            is_delegated=group.is_delegated,
+            status=slot["status"],
+            runtime_shape=shapes[0],
+            reference_shape=shapes[1],
+            runtime_dtype=slot.get("dtype", ""),
+            samples=len(slot["rt"]),
+        )
+        if row.status == "ok" and slot["rt"]:
+            row.accumulated = _compare(comparators, slot["rt"], slot["ref"])
+            if len(slot["loc"]) == len(slot["rt"]):
+                row.local = _compare(comparators, slot["rt"], slot["loc"])
+        rows.append(row)
+    return groups, rows

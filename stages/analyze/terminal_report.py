@@ -1,0 +1,68 @@
+"""The analysis part of the end-of-run summary: slowest ops, largest gaps, first divergence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _ops(names: Any, width: int = 48) -> str:
+    text = "+".join(names) if isinstance(names, list) else str(names)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_terminal_report(summary_path: Path) -> str:
+    """Plain text read from summary.json, so it is the same wherever the summary came from."""
+    s = json.loads(Path(summary_path).read_text())
+    unit = s.get("time_unit", "ms")
+    metric = s.get("gap_metric", "")
+    lines = [
+        "",
+        f"== analysis: verdict {str(s.get('verdict')).upper()} "
+        f"({metric}, threshold {_num(s.get('threshold'))}) ==",
+    ]
+    if s.get("verdict_reason"):
+        lines.append(f"   {s['verdict_reason']}")
+    if s.get("latency_p50_ms") is not None:
+        lines.append(
+            f"latency p50 {_num(s['latency_p50_ms'])} ms, p90 {_num(s.get('latency_p90_ms'))} ms; "
+            f"delegated time share {_num(s.get('delegated_time_share'))}; "
+            f"partitions {s.get('partitions')}"
+        )
+    first = s.get("first_divergence")
+    if first:
+        lines.append(
+            f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
+            f"local {metric} {_num(first.get('local_gap'))}, status {first.get('status')})"
+        )
+        if first.get("source_line"):
+            lines.append(f"   at {first['source_line']}")
+        if first.get("module_hierarchy"):
+            lines.append(f"   module {first['module_hierarchy']}")
+    slowest = s.get("slowest_ops", [])
+    if slowest:
+        lines.append(f"{'slowest ops':<50}{'p50 (' + unit + ')':>12}  backend")
+        for e in slowest:
+            label = _ops(e.get("op_names") or [e.get("event_name")])
+            lines.append(
+                f"{label:<50}{_num(e.get('p50')):>12}  {e.get('delegate_backend_name') or '-'}"
+            )
+    gaps = s.get("largest_gaps", [])
+    if gaps:
+        lines.append(f"{'largest gaps':<50}{metric:>12}{'local':>12}")
+        for g in gaps:
+            lines.append(
+                f"{_ops(g.get('op_names')):<50}{_num(g.get(metric)):>12}"
+                f"{_num(g.get('local_' + metric)):>12}"
+            )
+    report = s.get("artifacts", {}).get("report")
+    if report:
+        lines.append(f"report: {report}")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""The verdict: per-precision thresholds on the local gap; the first divergence in graph order."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from stages.analyze.comparators import Comparator, crosses
+from stages.analyze.numeric_gap import GapRow
+
+PASS, FAIL, NOT_EVALUATED = "pass", "fail", "not_evaluated"
+
+
+class VerdictConfigError(ValueError):
+    """analyze.gap_metric or analyze.thresholds do not fit the comparators or the precision."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    metric: str
+    threshold: float | None
+    higher_is_better: bool
+    first_divergence: GapRow | None
+    diverged_rows: int
+    reason: str
+
+
+def threshold_for(thresholds: dict[str, float], precision: str) -> float:
+    if precision not in thresholds:
+        raise VerdictConfigError(
+            f"analyze.thresholds has no entry for precision {precision!r} "
+            f"(has {sorted(thresholds)}); add analyze.thresholds.{precision}=VALUE"
+        )
+    return float(thresholds[precision])
+
+
+def metric_comparator(comparators: list[Comparator], metric: str) -> Comparator:
+    for c in comparators:
+        if c.name == metric:
+            return c
+    raise VerdictConfigError(
+        f"analyze.gap_metric={metric!r} is not among the comparators "
+        f"{[c.name for c in comparators]}; add it to analyze.comparators"
+    )
+
+
+def row_diverged(row: GapRow, metric: str, threshold: float, higher_is_better: bool) -> bool:
+    """A compared row whose local gap (accumulated if no local) crosses; a shape/dtype mismatch."""
+    if row.status in ("shape_mismatch", "dtype_mismatch", "output_count_mismatch"):
+        return True
+    if row.status != "ok" or not row.accumulated:
+        return False
+    value = row.local.get(metric, row.accumulated[metric])
+    return crosses(value, threshold, higher_is_better)
+
+
+def decide(
+    rows: list[GapRow], comparator: Comparator, threshold: float, evaluated: bool, reason: str = ""
+) -> Verdict:
+    metric, better = comparator.name, comparator.higher_is_better
+    if not evaluated:
+        return Verdict(NOT_EVALUATED, metric, threshold, better, None, 0, reason)
+    diverged = [r for r in rows if row_diverged(r, metric, threshold, better)]
+    first = min(diverged, key=lambda r: (r.topo_index, r.group, r.output_index), default=None)
+    if first is None:
+        compared = sum(1 for r in rows if r.accumulated)
+        return Verdict(PASS, metric, threshold, better, None, 0, f"{compared} outputs compared")
+    return Verdict(FAIL, metric, threshold, better, first, len(diverged), "")
+
+
+def finite(value: Any) -> Any:
+    """JSON-safe: non-finite floats become the strings 'inf', '-inf', 'nan'."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value

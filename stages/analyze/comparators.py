@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+
+from stages.dotted_import import import_dotted
 
 
 class ComparatorError(ValueError):
@@ -28,6 +29,15 @@ def _pair(runtime: torch.Tensor, reference: torch.Tensor) -> tuple[torch.Tensor,
     return runtime.detach().double().flatten(), reference.detach().double().flatten()
 
 
+def _diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a − b, zero where both hold the same value, including the same ±inf or both NaN.
+
+    Attention masks carry -inf on both sides; inf − inf would otherwise poison every metric.
+    """
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    return torch.where(same, torch.zeros_like(a), a - b)
+
+
 @dataclass(frozen=True)
 class MSE:
     name: str = "mse"
@@ -35,7 +45,7 @@ class MSE:
 
     def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
         a, b = _pair(runtime, reference)
-        return float(((a - b) ** 2).mean()) if a.numel() else 0.0
+        return float((_diff(a, b) ** 2).mean()) if a.numel() else 0.0
 
 
 @dataclass(frozen=True)
@@ -47,20 +57,20 @@ class L1:
 
     def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
         a, b = _pair(runtime, reference)
-        return float((a - b).abs().mean()) if a.numel() else 0.0
+        return float(_diff(a, b).abs().mean()) if a.numel() else 0.0
 
 
 @dataclass(frozen=True)
 class SNR:
-    """Signal-to-noise ratio in dB: 10·log10(Σref² / Σ(ref−run)²); inf when equal."""
+    """Signal-to-noise ratio in dB: 10·log10(Σref² / Σ(ref−run)²) over finite reference values."""
 
     name: str = "snr"
     higher_is_better: bool = True
 
     def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
         a, b = _pair(runtime, reference)
-        noise = float(((a - b) ** 2).sum())
-        signal = float((b**2).sum())
+        noise = float((_diff(a, b) ** 2).sum())
+        signal = float((b[torch.isfinite(b)] ** 2).sum())
         if not math.isfinite(noise):
             return -math.inf
         if noise == 0.0:
@@ -72,14 +82,18 @@ class SNR:
 
 @dataclass(frozen=True)
 class Cosine:
+    """Cosine similarity over positions finite on both sides; NaN if non-finite values differ."""
+
     name: str = "cosine"
     higher_is_better: bool = True
 
     def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
         a, b = _pair(runtime, reference)
-        na, nb = float(a.norm()), float(b.norm())
-        if not (math.isfinite(na) and math.isfinite(nb)):
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        if bool((_diff(a, b)[~finite] != 0).any()):
             return math.nan
+        a, b = a[finite], b[finite]
+        na, nb = float(a.norm()), float(b.norm())
         if na == 0.0 and nb == 0.0:
             return 1.0
         if na == 0.0 or nb == 0.0:
@@ -94,7 +108,7 @@ class MaxAbs:
 
     def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
         a, b = _pair(runtime, reference)
-        return float((a - b).abs().max()) if a.numel() else 0.0
+        return float(_diff(a, b).abs().max()) if a.numel() else 0.0
 
 
 BUILTIN: dict[str, Comparator] = {c.name: c for c in (MSE(), L1(), SNR(), Cosine(), MaxAbs())}
@@ -107,15 +121,21 @@ def _custom(spec: dict[str, Any]) -> Comparator:
             "analyze.custom_comparator needs `_target_: package.module.Class` naming a class "
             "with `name`, `higher_is_better` and `compare(runtime, reference) -> float`"
         )
-    module_name, _, attr = target.rpartition(".")
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
+        factory = import_dotted(target)
     except (ImportError, AttributeError) as exc:
         raise ComparatorError(
             f"analyze.custom_comparator._target_={target!r} cannot be imported ({exc})"
         ) from exc
+    if not callable(factory):
+        raise ComparatorError(f"analyze.custom_comparator._target_={target!r} is not callable")
     kwargs = {k: v for k, v in spec.items() if k != "_target_"}
-    comparator = factory(**kwargs)
+    try:
+        comparator = factory(**kwargs)
+    except TypeError as exc:
+        raise ComparatorError(
+            f"analyze.custom_comparator: {target}({', '.join(kwargs)}) failed: {exc}"
+        ) from exc
     for needed in ("name", "higher_is_better", "compare"):
         if not hasattr(comparator, needed):
             raise ComparatorError(

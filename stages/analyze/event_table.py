@@ -110,9 +110,10 @@ def build_event_rows(
                 link = link_event(index, pe.name, pe.instruction_id, ident) or Link(
                     delegate_debug_identifier=ident, is_delegated_op=ident is not None
                 )
+                # ExecuTorch's XNNPACK logs no name, only a string identifier: show that.
                 row = rows[key] = EventRow(
                     block.name,
-                    pe.name,
+                    pe.name or (str(ident) if ident is not None else ""),
                     pe.instruction_id,
                     link,
                     ops=ops_of(index, link.debug_handles),

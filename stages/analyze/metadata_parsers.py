@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from stages.analyze.linking import MetadataParser
+from stages.dotted_import import import_dotted
 
 
 class MetadataParserError(ValueError):
@@ -14,6 +14,27 @@ class MetadataParserError(ValueError):
 
 def _raw(metadata: bytes) -> dict[str, Any]:
     return {"raw": metadata.hex()}
+
+
+def _checked(parser: Any, target: str) -> MetadataParser:
+    """Errors from a user's parser name the parser; a non-dict result is refused."""
+
+    def parse(metadata: bytes) -> dict[str, Any]:
+        try:
+            result = parser(metadata)
+        except Exception as exc:
+            raise MetadataParserError(
+                f"analyze.delegate_metadata_parser._target_={target!r} failed on "
+                f"{len(metadata)} metadata bytes: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(result, dict):
+            raise MetadataParserError(
+                f"analyze.delegate_metadata_parser._target_={target!r} returned "
+                f"{type(result).__name__}, not a dict"
+            )
+        return result
+
+    return parse
 
 
 def resolve_parser(
@@ -27,9 +48,8 @@ def resolve_parser(
                 "analyze.delegate_metadata_parser needs `_target_: package.module.function`, a "
                 "callable taking the metadata bytes and returning a dict"
             )
-        module, _, attr = target.rpartition(".")
         try:
-            parser = getattr(importlib.import_module(module), attr)
+            parser = import_dotted(target)
         except (ImportError, AttributeError) as exc:
             raise MetadataParserError(
                 f"analyze.delegate_metadata_parser._target_={target!r} cannot be imported ({exc})"
@@ -38,7 +58,7 @@ def resolve_parser(
             raise MetadataParserError(
                 f"analyze.delegate_metadata_parser._target_={target!r} is not callable"
             )
-        return parser
+        return _checked(parser, target)
     if backend:
         from stages.backends.backend_api import BackendError, backend_class
 

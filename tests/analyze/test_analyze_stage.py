@@ -1,0 +1,202 @@
+"""The analyze stage on real tiny runs: verdicts, first divergence, tables, trace, mismatches."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from stages.analyze.config import AnalyzeConfig
+from stages.analyze.event_table import EVENT_COLUMNS, TimeUnitError
+from stages.analyze.linking import ProgramMismatchError
+from stages.analyze.metadata_parsers import MetadataParserError
+from stages.analyze.stage import run_analyze
+from stages.analyze.verdict import VerdictConfigError
+from stages.formats.etdump import read_etdump, write_etdump
+from stages.formats.etdump.records import FINGERPRINT_EVENT
+from stages.formats.etrecord import ETRecord
+from tests.analyze.conftest import RunTiny, read_summary
+
+MODELS = ["vit", "mobilenet_v2", "llm"]
+BACKENDS = ["xnnpack", "qnn"]
+# One delegated op per model (delegated on both backends), and one op the xnnpack partitioner
+# leaves to the portable operators, to fault the operator path too.
+FAULTED_NODE = {"vit": "linear_1", "mobilenet_v2": "conv2d_1", "llm": "linear_1"}
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "executorch-1.5.1"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("model", MODELS)
+def test_clean_run_passes_and_kernel_rows_name_their_ops(
+    run_tiny: RunTiny, model: str, backend: str
+) -> None:
+    run_dir = run_tiny(f"clean-{model}-{backend}", model, f"backend={backend}")
+    summary = read_summary(run_dir)
+    assert summary["verdict"] == "pass", summary["first_divergence"]
+    assert summary["first_divergence"] is None
+    assert summary["compared_outputs"] > 0
+    record = ETRecord.load(run_dir / "etrecord.zip")
+    names = {h: info.op_names for h, info in record.handles.items()}
+    gaps = _rows(run_dir / "numeric_gap.csv")
+    kernels = [g for g in gaps if g["is_delegated_op"] == "True"]
+    assert kernels
+    for row in kernels:
+        handles = json.loads(row["debug_handles"])
+        expected = [n for h in handles for n in names[h]]
+        assert json.loads(row["op_names"]) == expected
+    assert any(len(json.loads(r["op_names"])) > 1 for r in kernels), "no fused kernel row"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("model", MODELS)
+def test_faulted_kernel_is_the_first_divergence(
+    run_tiny: RunTiny, model: str, backend: str
+) -> None:
+    node = FAULTED_NODE[model]
+    run_dir = run_tiny(
+        f"fault-{model}-{backend}", model, f"backend={backend}", f"backend.fault.node={node}"
+    )
+    summary = read_summary(run_dir)
+    first = summary["first_divergence"]
+    assert summary["verdict"] == "fail"
+    assert first is not None and node in first["op_names"], first
+    assert first["source_line"] and first["module_hierarchy"] is not None
+    assert first["local_gap"] < summary["threshold"]
+
+
+def test_fault_on_a_portable_operator_is_found(run_tiny: RunTiny) -> None:
+    run_dir = run_tiny(
+        "fault-op",
+        "llm",
+        "backend=xnnpack",
+        "backend.fault.node=rsqrt",
+        "backend.fault.kind=offset",
+    )
+    first = read_summary(run_dir)["first_divergence"]
+    assert first is not None and first["op_names"] == ["rsqrt"], first
+    assert first["delegate_backend_name"] == ""
+
+
+def test_events_csv_trace_and_headline_metrics(run_tiny: RunTiny) -> None:
+    run_dir = run_tiny("clean-vit-xnnpack", "vit", "backend=xnnpack")
+    events = _rows(run_dir / "events.csv")
+    assert tuple(events[0]) == EVENT_COLUMNS
+    delegated = [e for e in events if e["is_delegated_op"] == "True"]
+    assert delegated and all(json.loads(e["debug_handles"]) for e in delegated)
+    assert all(e["delegate_backend_name"] == "xnnpack" for e in delegated)
+    timed = [e for e in events if e["event_block_name"] == "Execute"]
+    assert all(int(e["count"]) == 10 for e in timed)  # runtime.iterations
+    for e in timed:
+        assert (
+            float(e["min"])
+            <= float(e["p10"])
+            <= float(e["p50"])
+            <= float(e["p90"])
+            <= float(e["max"])
+        )
+    trace = json.loads((run_dir / "trace.json").read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    lanes = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert "operators" in lanes and any(lane.startswith("xnnpack partition") for lane in lanes)
+    assert all(e["dur"] >= 0 and "debug_handles" in e["args"] for e in slices)
+    assert any("gap_snr" in e["args"] for e in slices)
+    summary = read_summary(run_dir)
+    assert 0 < summary["delegated_time_share"] <= 1
+    assert summary["latency_p50_ms"] > 0 and summary["partitions"] >= 1
+    assert len(summary["slowest_ops"]) == 10
+
+
+def test_qnn_cycles_are_converted_with_its_clock(run_tiny: RunTiny) -> None:
+    run_dir = run_tiny("clean-vit-qnn", "vit", "backend=qnn")
+    events = _rows(run_dir / "events.csv")
+    kernels = [
+        e for e in events if e["delegate_backend_name"] == "qnn" and e["is_delegated_op"] == "True"
+    ]
+    meta = json.loads(kernels[0]["delegate_debug_metadatas"])[0]
+    # post-time cycles at 1.4e6 ticks per ms, and the backend's parser decoded the metadata
+    assert float(kernels[0]["p50"]) == pytest.approx(meta["cycles"] / 1.4e6)
+    assert meta["kernel"] == kernels[0]["event_name"]
+
+
+def test_etdump_of_another_program_is_refused(run_tiny: RunTiny, tmp_path: Path) -> None:
+    vit = run_tiny("clean-vit-xnnpack", "vit", "backend=xnnpack")
+    mlp = run_tiny("clean-mlp-xnnpack", "mlp", "backend=xnnpack")
+    with pytest.raises(ProgramMismatchError, match="lowered program"):
+        run_analyze(AnalyzeConfig(), vit / "etdump.etdp", None, mlp / "etrecord.zip", tmp_path)
+    # Without the fingerprint event (e.g. another tool's ETDump) the structure still gives it away.
+    dump = read_etdump(vit / "etdump.etdp")
+    for block in dump.run_data:
+        block.events = [
+            e
+            for e in block.events
+            if e.profile_event is None or e.profile_event.name != FINGERPRINT_EVENT
+        ]
+    stripped = tmp_path / "stripped.etdp"
+    write_etdump(stripped, dump)
+    with pytest.raises(ProgramMismatchError, match="does not have"):
+        run_analyze(AnalyzeConfig(), stripped, None, mlp / "etrecord.zip", tmp_path)
+
+
+def test_same_model_other_backend_is_refused(run_tiny: RunTiny, tmp_path: Path) -> None:
+    xnn = run_tiny("clean-vit-xnnpack", "vit", "backend=xnnpack")
+    qnn = run_tiny("clean-vit-qnn", "vit", "backend=qnn")
+    with pytest.raises(ProgramMismatchError):
+        run_analyze(AnalyzeConfig(), qnn / "etdump.etdp", None, xnn / "etrecord.zip", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["etdump_1run.etdp", "etdump_1run_debug.etdp"])
+def test_executorch_etdump_without_etrecord(name: str, tmp_path: Path) -> None:
+    artifacts = run_analyze(AnalyzeConfig(), FIXTURES / name, None, None, tmp_path)
+    summary = read_summary(tmp_path)
+    assert summary["verdict"] == "not_evaluated" and "no ETRecord" in summary["verdict_reason"]
+    events = _rows(artifacts.events)
+    names = {e["event_name"] for e in events}
+    assert "DELEGATE_CALL" in names and "Method::execute" in names
+    assert any(n.startswith("Fully Connected (NC, F32)") for n in names)
+    assert summary["latency_p50_ms"] > 0
+    json.loads(artifacts.trace.read_text())
+    assert artifacts.report.read_text().count("<img") == len(artifacts.plots)
+
+
+def test_bring_your_own_etdump_from_the_cli(run_tiny: RunTiny, tmp_path: Path) -> None:
+    source = run_tiny("clean-mlp-xnnpack", "mlp", "backend=xnnpack")
+    run_dir = run_tiny(
+        "byo",
+        "mlp",
+        "stages=[analyze]",
+        f"analyze.etdump={source / 'etdump.etdp'}",
+        f"analyze.etrecord={source / 'etrecord.zip'}",
+        f"analyze.debug_buffer={source / 'debug.bin'}",
+    )
+    summary = read_summary(run_dir)
+    assert summary["verdict"] == "pass" and summary["compared_outputs"] > 0
+    assert summary["etdump"] == str(source / "etdump.etdp")
+
+
+def test_custom_metadata_parser_and_bad_options(run_tiny: RunTiny, tmp_path: Path) -> None:
+    source = run_tiny("clean-vit-qnn", "vit", "backend=qnn")
+    args = (source / "etdump.etdp", source / "debug.bin", source / "etrecord.zip", tmp_path)
+    cfg = AnalyzeConfig(
+        delegate_metadata_parser={"_target_": "binascii.hexlify"}, comparators=["snr"]
+    )
+    with pytest.raises(MetadataParserError, match=r"hexlify.*returned bytes, not a dict"):
+        run_analyze(cfg, *args)  # hexlify returns bytes, not a dict: refused by name
+    cfg = AnalyzeConfig(
+        delegate_metadata_parser={
+            "_target_": "stages.backends.qnn.QnnBackend.parse_delegate_metadata"
+        }
+    )
+    run_analyze(cfg, *args)
+    with pytest.raises(TimeUnitError, match=r"analyze.time_unit='minutes'"):
+        run_analyze(AnalyzeConfig(time_unit="minutes"), *args)
+    with pytest.raises(VerdictConfigError, match=r"analyze.gap_metric='psnr'"):
+        run_analyze(AnalyzeConfig(gap_metric="psnr"), *args)
+    with pytest.raises(VerdictConfigError, match=r"analyze.thresholds.fp16"):
+        run_analyze(AnalyzeConfig(thresholds={"fp32": 60.0}), *args)

@@ -48,6 +48,8 @@ LOAD_BLOCK = "Default"  # method load/init: not an op
 SUMMARY_FORMAT = "delegate-debugger-summary"
 SUMMARY_VERSION = 1
 TOP_OPS_PNG = "top_ops_p50.png"
+# MLflow metrics must be finite: an exact match (SNR = inf dB) is logged as this many dB.
+SNR_METRIC_CAP_DB = 300.0
 GAP_PNG = "numeric_gap.png"
 
 
@@ -375,8 +377,11 @@ def run_analyze(
         "first_divergence_gap": (first or {}).get("local_gap"),
     }
     for key, value in optional.items():
-        if isinstance(value, int | float) and math.isfinite(value):
-            metrics[key] = float(value)
+        if isinstance(value, str):  # 'inf' / '-inf' from finite()
+            value = float(value)
+        if isinstance(value, int | float) and not math.isnan(value):
+            cap = SNR_METRIC_CAP_DB if metric == "snr" and key.endswith("gap") else 1e300
+            metrics[key] = max(-cap, min(cap, float(value)))
     return AnalyzeArtifacts(
         events=events_path,
         numeric_gap=gap_path,

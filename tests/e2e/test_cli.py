@@ -89,3 +89,39 @@ def test_failed_stage_names_itself_and_prints_the_resume_command(tmp_path: Path)
     experiment = client.get_experiment_by_name("delegate-debugger")
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FAILED" and "heads=5" in run.data.tags["error"]
+
+
+@pytest.mark.e2e
+def test_full_pipeline_from_the_cli_gives_a_verdict_and_logs_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = _cli(*TINY_VIT, "backend=xnnpack", f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "== analysis: verdict PASS" in out and "slowest ops" in out and "largest gaps" in out
+    assert f"report: {run_dir / 'report.html'}" in out
+    client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("delegate-debugger")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.run_id in out
+    metrics = run.data.metrics
+    assert metrics["analyze.verdict_pass"] == 1.0 and metrics["analyze.compared_outputs"] > 0
+    for key in (
+        "latency_p50_ms",
+        "latency_p90_ms",
+        "delegated_time_share",
+        "partitions",
+        "delegated_op_ratio",
+        "max_gap",
+    ):
+        assert f"analyze.{key}" in metrics, key
+    logged = {a.path for a in client.list_artifacts(run.info.run_id, "analyze")}
+    assert {
+        "analyze/report.html",
+        "analyze/events.csv",
+        "analyze/numeric_gap.csv",
+        "analyze/trace.json",
+        "analyze/summary.json",
+        "analyze/numeric_gap.png",
+    } <= logged
+    tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
+    assert {"tables/events.json", "tables/numeric_gap.json"} <= tables

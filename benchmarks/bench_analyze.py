@@ -1,0 +1,119 @@
+"""Analyze-stage figures, side by side in one run:
+
+- the analyze stage's time for the default vit beside the run stage's;
+- numeric gap time on a 4-block ViT vs ExecuTorch's Inspector.calculate_numeric_gap on the same
+  model (its own lowering and runtime), when the side venv of .ci/run is there.
+
+    python benchmarks/bench_analyze.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from omegaconf import open_dict
+
+from pipeline.runner import run_pipeline
+from stages.analyze.comparators import build_comparators
+from stages.analyze.linking import ProgramIndex
+from stages.analyze.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.formats.etdump import read_etdump
+from stages.formats.etrecord import ETRecord
+from tests.conftest import compose_config
+
+REPO = Path(__file__).resolve().parents[1]
+VIT4 = {"image_size": 224, "patch_size": 16, "dim": 192, "depth": 4, "heads": 3}
+ET_PYTHON = os.environ.get("EXECUTORCH_PYTHON", str(REPO / ".ci/.executorch-venv/bin/python"))
+
+
+def _pipeline(root: Path, label: str, *overrides: str) -> tuple[Path, dict[str, float]]:
+    cfg = compose_config(root / label, ["tracking=none", *overrides])
+    with open_dict(cfg):
+        cfg.run_dir = str(root / label / "run")
+    result = run_pipeline(cfg, print_summary=False)
+    return Path(cfg.run_dir), {s.name: s.seconds for s in result.stages}
+
+
+def _gap_seconds(run_dir: Path, names: list[str], rounds: int = 3) -> tuple[float, int]:
+    record = ETRecord.load(run_dir / "etrecord.zip")
+    dump = read_etdump(run_dir / "etdump.etdp")
+    buffer = (run_dir / "debug.bin").read_bytes()
+    index = ProgramIndex.from_etrecord(record)
+    program = record.exported_program()
+    comparators = build_comparators(names, None)
+    best, rows = float("inf"), 0
+    for _ in range(rounds):
+        started = time.perf_counter()
+        outputs = runtime_outputs(dump, buffer, index)
+        _, gap_rows = compute_numeric_gap(
+            outputs, program, record.representative_inputs, comparators
+        )
+        best = min(best, time.perf_counter() - started)
+        rows = len(gap_rows)
+    return best, rows
+
+
+def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="bench_analyze_"))
+    _, seconds = _pipeline(root, "vit", "model=vit", "backend=xnnpack")
+    print(
+        f"default vit, xnnpack fp32: run stage {seconds['run']:.2f} s, "
+        f"analyze stage {seconds['analyze']:.2f} s "
+        f"(analyze ÷ run = {seconds['analyze'] / seconds['run']:.2f})"
+    )
+
+    overrides = [f"model.kwargs.{k}={v}" for k, v in VIT4.items()]
+    run_dir, _ = _pipeline(
+        root,
+        "vit4",
+        "model=vit",
+        "backend=xnnpack",
+        *overrides,
+        "model.inputs=[{shape:[1,3,224,224]}]",
+    )
+    one, rows = _gap_seconds(run_dir, ["snr"])
+    three, _ = _gap_seconds(run_dir, ["mse", "l1", "snr"])
+    print(
+        f"4-block vit numeric gap (ours, {rows} rows incl. local gaps): "
+        f"snr only {one:.3f} s; mse+l1+snr {three:.3f} s"
+    )
+
+    if not Path(ET_PYTHON).is_file():
+        print(f"ExecuTorch side skipped: no interpreter at {ET_PYTHON} (see .ci/run)")
+        return
+    proc = subprocess.run(
+        [ET_PYTHON, str(REPO / "benchmarks/executorch_numeric_gap.py"), json.dumps(VIT4)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=900,
+    )
+    if proc.returncode != 0:
+        print("ExecuTorch side failed:\n" + proc.stderr[-3000:])
+        return
+    et = json.loads(proc.stdout.strip().splitlines()[-1])
+    total = sum(et["gap_s"].values())
+    print(
+        f"ExecuTorch Inspector.calculate_numeric_gap, same model ({et['rows']} rows): "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in et["gap_s"].items())
+        + f" (Inspector() itself {et['inspector_init_s']:.2f} s)"
+    )
+    print(
+        f"ratio, three metrics: ExecuTorch {total:.3f} s ÷ ours {three:.3f} s = {total / three:.1f}×"
+    )
+    per_metric_et = min(et["gap_s"].values())
+    print(
+        f"ratio, one metric (ExecuTorch's fastest call ÷ ours): "
+        f"{per_metric_et:.3f} ÷ {one:.3f} = {per_metric_et / one:.1f}×"
+    )
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    main()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from pipeline.config import register_configs
@@ -21,6 +23,10 @@ def main(cfg: DictConfig) -> None:
         run_from_hydra(cfg)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            # One failed job must not abort the sweep: its child run is already marked FAILED
+            # and the sweep callback reports it (and exits non-zero) when all jobs are done.
+            return
         sys.exit(1)
 
 

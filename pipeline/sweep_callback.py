@@ -1,0 +1,109 @@
+"""Hydra callback for sweeps: one parent MLflow run, child runs per job, a comparison at the end.
+
+The store and experiment are created here, before any job starts (parallel creation of a new
+sqlite store crashes MLflow); jobs find the parent through $PIPELINE_PARENT_RUN_ID.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.sweep_comparison import compare_runs
+from pipeline.tracker_factory import PARENT_RUN_ENV, resolve_tracking_uri
+from pipeline.tracking import (
+    default_artifact_root,
+    default_tracking_uri,
+    ensure_experiment,
+    server_reachable,
+)
+
+log = logging.getLogger("pipeline")
+
+
+class SweepFailedError(SystemExit):
+    """Some jobs of the sweep failed (the others finished and are recorded)."""
+
+
+class SweepTracking(Callback):
+    """Parent run around a multirun; comparison artifact and failure count when it ends."""
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self.parent_id: str | None = None
+        self.experiment_id: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        tracking = config.tracking
+        if not tracking.enabled:
+            return
+        uri = resolve_tracking_uri(tracking)
+        if not server_reachable(uri):
+            log.warning("sweep: tracking server %s unreachable; each job logs locally", uri)
+            return
+        from mlflow.tracking import MlflowClient
+
+        root = default_artifact_root() if uri == default_tracking_uri() else None
+        self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
+        self.client = MlflowClient(tracking_uri=uri)
+        overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
+        sweep_dir = str(Path(str(config.hydra.sweep.dir)).resolve())
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=f"sweep {Path(sweep_dir).name}",
+            tags={"sweep": "parent", "sweep_dir": sweep_dir, "overrides": " ".join(overrides)},
+        )
+        self.parent_id = run.info.run_id
+        os.environ[PARENT_RUN_ENV] = self.parent_id
+        log.info("sweep: parent MLflow run %s at %s", self.parent_id, uri)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ.pop(PARENT_RUN_ENV, None)
+        if self.client is None or self.parent_id is None:
+            return
+        children = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}'"
+        )
+        out_dir = Path(str(config.hydra.sweep.dir)).resolve() / "comparison"
+        comparison = compare_runs(self.client, children, out_dir)
+        files = [comparison.runs, *comparison.per_op] + (
+            [comparison.plot] if comparison.plot else []
+        )
+        for path in files:
+            self.client.log_artifact(self.parent_id, str(path), "comparison")
+        self._log_tables(files)
+        failed = [c for c in children if c.info.status != "FINISHED"]
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            self.parent_id,
+            metrics=[
+                Metric("sweep.jobs", float(len(children)), now, 0),
+                Metric("sweep.failed_jobs", float(len(failed)), now, 0),
+            ],
+        )
+        self.client.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")
+        print(f"\n== sweep: {len(children)} jobs, {len(failed)} failed ==\n{comparison.text}")
+        print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
+        if failed:
+            names = ", ".join(
+                f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed
+            )
+            raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {names}")
+
+    def _log_tables(self, files: list[Path]) -> None:
+        import pandas as pd
+
+        for path in files:
+            if path.suffix == ".csv":
+                frame = pd.read_csv(path)
+                self.client.log_table(
+                    self.parent_id, data=frame, artifact_file=f"tables/{path.stem}.json"
+                )

@@ -1,0 +1,90 @@
+"""Sweeps from the real CLI: parent and child runs, shared export, comparison, a failing job."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sweep(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "-m", *args, f"hydra.sweep.dir={cwd / 'sweep'}"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _runs(uri: str) -> tuple[MlflowClient, list, list]:  # type: ignore[type-arg]
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("delegate-debugger")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("sweep") == "parent"]
+    children = [r for r in runs if r.data.tags.get("sweep") != "parent"]
+    return client, parents, children
+
+
+@pytest.mark.e2e
+def test_sweep_logs_children_under_one_parent_and_exports_each_model_once(tmp_path: Path) -> None:
+    result = sweep(tmp_path, "model=mlp,three_inputs", "backend=xnnpack,qnn")
+    assert result.returncode == 0, result.stderr[-3000:]
+    client, (parent,), children = _runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    assert len(children) == 4
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert all(c.info.status == "FINISHED" for c in children)
+    assert parent.info.status == "FINISHED" and parent.data.metrics["sweep.jobs"] == 4
+    logged = {a.path for a in client.list_artifacts(parent.info.run_id, "comparison")}
+    assert {
+        "comparison/comparison_runs.csv",
+        "comparison/latency_vs_gap.png",
+        "comparison/comparison_ops_mlp.csv",
+        "comparison/comparison_ops_three_inputs.csv",
+    } <= logged
+    with (tmp_path / "sweep" / "comparison" / "comparison_ops_mlp.csv").open() as fh:
+        ops = list(csv.DictReader(fh))
+    assert ops and {"p50_ms[xnnpack-fp32]", "p50_ms[qnn-fp16]", "slowest"} <= set(ops[0])
+    # Shared export: per model, one job ran the export stage and the other reused it.
+    logs = {
+        d.name: "".join(p.read_text() for p in d.glob("*.log"))
+        for d in (tmp_path / "sweep").iterdir()
+        if d.name != "comparison" and d.is_dir()
+    }
+    for model in ("mlp", "three_inputs"):
+        mine = [text for name, text in logs.items() if f"-{model}-" in name]
+        assert len(mine) == 2
+        assert sum("[export] running" in t for t in mine) == 1, model
+        assert sum("[export] reused" in t for t in mine) == 1, model
+    assert "== sweep: 4 jobs, 0 failed ==" in result.stdout
+
+
+@pytest.mark.e2e
+def test_a_failing_job_does_not_stop_the_others(tmp_path: Path) -> None:
+    # three_inputs has no node linear_2: its lower stage fails; the mlp job must finish.
+    result = sweep(
+        tmp_path, "model=mlp,three_inputs", "backend=xnnpack", "backend.fault.node=linear_2"
+    )
+    assert result.returncode != 0
+    assert "1 sweep job(s) failed: three_inputs/xnnpack" in result.stderr + result.stdout
+    _, (parent,), children = _runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    status = {c.data.tags["model"]: c.info.status for c in children}
+    assert status == {"mlp": "FINISHED", "three_inputs": "FAILED"}
+    assert parent.info.status == "FAILED" and parent.data.metrics["sweep.failed_jobs"] == 1
+    rows = list(csv.DictReader((tmp_path / "sweep" / "comparison" / "comparison_runs.csv").open()))
+    assert {(r["model"], r["status"]) for r in rows} == {
+        ("mlp", "FINISHED"),
+        ("three_inputs", "FAILED"),
+    }
+    assert next(r for r in rows if r["model"] == "mlp")["first_divergence"] == "linear_2"

@@ -33,6 +33,14 @@ RUN_COLUMNS = (
 
 
 LOWER_IS_BETTER = {"mse", "l1", "max_abs"}
+TABLE_HIDDEN = {
+    "latency_p90_ms",
+    "delegated_time_share",
+    "delegated_op_ratio",
+    "partitions",
+    "run_id",
+    "run_dir",
+}
 
 
 @dataclass(frozen=True)
@@ -193,16 +201,7 @@ def _fmt(value: Any) -> str:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    cols = (
-        "model",
-        "backend",
-        "precision",
-        "status",
-        "verdict",
-        "latency_p50_ms",
-        "max_gap",
-        "first_divergence",
-    )
+    cols = [c for c in RUN_COLUMNS if c not in TABLE_HIDDEN]
     widths = {c: max(len(c), *(len(_fmt(r[c])) for r in rows)) for c in cols}
     lines = ["  ".join(c.ljust(widths[c]) for c in cols)]
     lines += ["  ".join(_fmt(r[c]).ljust(widths[c]) for c in cols) for r in rows]

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import torch
 
-from stages.dotted_import import import_dotted
+from stages.dotted_import import callable_target
 
 
 class ComparatorError(ValueError):
@@ -121,20 +121,14 @@ BUILTIN: dict[str, Comparator] = {c.name: c for c in (MSE(), L1(), SNR(), Cosine
 
 
 def _custom(spec: dict[str, Any]) -> Comparator:
-    target = spec.get("_target_")
-    if not isinstance(target, str) or "." not in target:
-        raise ComparatorError(
-            "analyze.custom_comparator needs `_target_: package.module.Class` naming a class "
-            "with `name`, `higher_is_better` and `compare(runtime, reference) -> float`"
-        )
-    try:
-        factory = import_dotted(target)
-    except (ImportError, AttributeError) as exc:
-        raise ComparatorError(
-            f"analyze.custom_comparator._target_={target!r} cannot be imported ({exc})"
-        ) from exc
-    if not callable(factory):
-        raise ComparatorError(f"analyze.custom_comparator._target_={target!r} is not callable")
+    factory = callable_target(
+        spec,
+        "analyze.custom_comparator",
+        ComparatorError,
+        "package.module.Class` naming a class with `name`, `higher_is_better` and "
+        "`compare(runtime, reference) -> float",
+    )
+    target = spec["_target_"]
     kwargs = {k: v for k, v in spec.items() if k != "_target_"}
     try:
         comparator = factory(**kwargs)

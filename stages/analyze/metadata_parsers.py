@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stages.analyze.linking import MetadataParser
-from stages.dotted_import import import_dotted
+from stages.dotted_import import callable_target
 
 
 class MetadataParserError(ValueError):
@@ -42,22 +42,13 @@ def resolve_parser(
 ) -> MetadataParser:
     """`spec._target_` (a callable bytes -> dict), else the backend's parse_delegate_metadata."""
     if spec:
-        target = spec.get("_target_")
-        if not isinstance(target, str) or "." not in target:
-            raise MetadataParserError(
-                "analyze.delegate_metadata_parser needs `_target_: package.module.function`, a "
-                "callable taking the metadata bytes and returning a dict"
-            )
-        try:
-            parser = import_dotted(target)
-        except (ImportError, AttributeError) as exc:
-            raise MetadataParserError(
-                f"analyze.delegate_metadata_parser._target_={target!r} cannot be imported ({exc})"
-            ) from exc
-        if not callable(parser):
-            raise MetadataParserError(
-                f"analyze.delegate_metadata_parser._target_={target!r} is not callable"
-            )
+        parser = callable_target(
+            spec,
+            "analyze.delegate_metadata_parser",
+            MetadataParserError,
+            "package.module.function`, a callable taking the metadata bytes and returning a dict",
+        )
+        target = str(spec["_target_"])
         return _checked(parser, target)
     if backend:
         from stages.backends.backend_api import BackendError, backend_class

@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import shlex
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.runner import PipelineResult, run_pipeline
+
+log = logging.getLogger("pipeline")
+
+
+def _share_cores(hydra_cfg: Any) -> None:
+    """Parallel sweep jobs split the cores instead of each taking all of them (oversubscription)."""
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return
+    n_jobs = OmegaConf.select(hydra_cfg, "launcher.n_jobs")
+    if not isinstance(n_jobs, int) or n_jobs == 1:
+        return
+    import torch  # here, so `--help` and `--cfg job` stay fast
+
+    cores = os.cpu_count() or 1
+    parallel = cores if n_jobs < 0 else min(n_jobs, cores)
+    threads = max(1, cores // parallel)
+    torch.set_num_threads(threads)
+    log.info(
+        "sweep job: %d parallel jobs on %d cores, torch uses %d thread(s)", parallel, cores, threads
+    )
 
 
 def run_from_hydra(cfg: DictConfig) -> PipelineResult:
@@ -16,6 +40,7 @@ def run_from_hydra(cfg: DictConfig) -> PipelineResult:
     run_dir = hydra_cfg.runtime.output_dir
     with open_dict(cfg):
         cfg.run_dir = run_dir
+    _share_cores(hydra_cfg)
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("hydra.run.dir=")]
     resume = shlex.join(["python", "-m", "pipeline", *overrides, f"hydra.run.dir={run_dir}"])
     return run_pipeline(cfg, resume_command=resume)

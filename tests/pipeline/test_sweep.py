@@ -88,3 +88,12 @@ def test_a_failing_job_does_not_stop_the_others(tmp_path: Path) -> None:
         ("three_inputs", "FAILED"),
     }
     assert next(r for r in rows if r["model"] == "mlp")["first_divergence"] == "linear_2"
+
+
+@pytest.mark.e2e
+def test_submitit_local_launcher_records_the_sweep(tmp_path: Path) -> None:
+    result = sweep(tmp_path, "model=mlp", "backend=xnnpack,qnn", "hydra/launcher=submitit_local")
+    assert result.returncode == 0, result.stderr[-3000:]
+    _, (parent,), children = _runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    assert len(children) == 2 and all(c.info.status == "FINISHED" for c in children)
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}

@@ -32,12 +32,14 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [*BACKENDS, "qnn-fp32"])
 @pytest.mark.parametrize("model", MODELS)
 def test_clean_run_passes_and_kernel_rows_name_their_ops(
     run_tiny: RunTiny, model: str, backend: str
 ) -> None:
-    run_dir = run_tiny(f"clean-{model}-{backend}", model, f"backend={backend}")
+    name, _, precision = backend.partition("-")
+    extra = [f"backend.precision={precision}"] if precision else []
+    run_dir = run_tiny(f"clean-{model}-{backend}", model, f"backend={name}", *extra)
     summary = read_summary(run_dir)
     assert summary["verdict"] == "pass", summary["first_divergence"]
     assert summary["first_divergence"] is None

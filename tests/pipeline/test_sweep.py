@@ -69,6 +69,49 @@ def test_sweep_logs_children_under_one_parent_and_exports_each_model_once(tmp_pa
         assert sum("[export] reused" in t for t in mine) == 1, model
     assert "== sweep: 4 jobs, 0 failed ==" in result.stdout
 
+    # pipeline.compare: the same comparison for runs picked by tags, printed and exported.
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    compared = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.compare",
+            "--tag",
+            "backend=qnn",
+            "--uri",
+            f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}",
+            "--out",
+            str(tmp_path / "cmp"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    assert "2 runs; written:" in compared.stdout
+    rows = list(csv.DictReader((tmp_path / "cmp" / "comparison_runs.csv").open()))
+    assert sorted(r["model"] for r in rows) == ["mlp", "three_inputs"]
+    assert {r["backend"] for r in rows} == {"qnn"}
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.compare",
+            "--tag",
+            "backend=tpu",
+            "--uri",
+            f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 1 and "no finished runs match" in missing.stderr
+
 
 @pytest.mark.e2e
 def test_a_failing_job_does_not_stop_the_others(tmp_path: Path) -> None:

@@ -18,13 +18,13 @@ from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT
 from stages.formats.etrecord import ETRecord
 from tests.analyze.conftest import RunTiny, read_summary
+from tests.executorch_fixtures import executorch_fixtures
 
 MODELS = ["vit", "mobilenet_v2", "llm"]
 BACKENDS = ["xnnpack", "qnn"]
 # One delegated op per model (delegated on both backends), and one op the xnnpack partitioner
 # leaves to the portable operators, to fault the operator path too.
 FAULTED_NODE = {"vit": "linear_1", "mobilenet_v2": "conv2d_1", "llm": "linear_1"}
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "executorch-1.5.1"
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -155,7 +155,7 @@ def test_same_model_other_backend_is_refused(run_tiny: RunTiny, tmp_path: Path) 
 
 @pytest.mark.parametrize("name", ["etdump_1run.etdp", "etdump_1run_debug.etdp"])
 def test_executorch_etdump_without_etrecord(name: str, tmp_path: Path) -> None:
-    artifacts = run_analyze(AnalyzeConfig(), FIXTURES / name, None, None, tmp_path)
+    artifacts = run_analyze(AnalyzeConfig(), executorch_fixtures() / name, None, None, tmp_path)
     summary = read_summary(tmp_path)
     assert summary["verdict"] == "not_evaluated" and "no ETRecord" in summary["verdict_reason"]
     events = _rows(artifacts.events)

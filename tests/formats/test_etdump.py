@@ -28,8 +28,8 @@ from stages.formats.etdump import (
     tensor_from_buffer,
     write_etdump_bytes,
 )
+from tests.executorch_fixtures import executorch_fixtures
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "executorch-1.5.1"
 i32 = st.integers(-(2**31), 2**31 - 1)
 u64 = st.integers(0, 2**64 - 1)
 text = st.text(max_size=12)
@@ -104,7 +104,7 @@ def _small_dump() -> bytes:
 
 def test_fuzzed_and_truncated_etdumps_only_raise_etdump_error() -> None:
     rng = random.Random(1234)
-    seeds = [_small_dump(), (FIXTURES / "etdump_1run.etdp").read_bytes()[:4096]]
+    seeds = [_small_dump(), (executorch_fixtures() / "etdump_1run.etdp").read_bytes()[:4096]]
     parsed = failed = 0
     for i in range(10_000):
         data = bytearray(seeds[i % 2] if i % 10 else seeds[1])
@@ -157,7 +157,7 @@ def test_debug_buffer_too_short_is_an_etdump_error() -> None:
 
 
 def test_reads_etdumps_written_by_executorch() -> None:
-    dump = read_etdump(FIXTURES / "etdump_1run.etdp")
+    dump = read_etdump(executorch_fixtures() / "etdump_1run.etdp")
     assert [r.name for r in dump.run_data] == ["Default", "Execute"]
     profile = [e.profile_event for r in dump.run_data for e in r.events if e.profile_event]
     names = {p.name for p in profile}
@@ -166,8 +166,8 @@ def test_reads_etdumps_written_by_executorch() -> None:
     delegated = [p for p in profile if p.delegate_debug_id_int >= 0 or p.delegate_debug_id_str]
     assert delegated  # XNNPACK kernel events inside DELEGATE_CALL
 
-    debug = read_etdump(FIXTURES / "etdump_1run_debug.etdp")
-    buffer = (FIXTURES / "debug_buffer_1run.bin").read_bytes()
+    debug = read_etdump(executorch_fixtures() / "etdump_1run_debug.etdp")
+    buffer = (executorch_fixtures() / "debug_buffer_1run.bin").read_bytes()
     debug_events = [e.debug_event for r in debug.run_data for e in r.events if e.debug_event]
     tensors = [d.debug_entry.tensor for d in debug_events if d.debug_entry and d.debug_entry.tensor]
     assert tensors

@@ -16,4 +16,4 @@ lint:  ## ruff lint + format check, mypy
 	ruff check . && ruff format --check . && mypy
 
 bench:  ## run the benchmarks (results go to benchmarks/RESULTS.md by hand)
-	@for b in benchmarks/bench_*.py; do echo "== $$b"; python $$b; done
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; PYTHONPATH=. python $$b; done

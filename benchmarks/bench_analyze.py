@@ -4,7 +4,7 @@
 - numeric gap time on a 4-block ViT vs ExecuTorch's Inspector.calculate_numeric_gap on the same
   model (its own lowering and runtime), when the side venv of .ci/run is there.
 
-    python benchmarks/bench_analyze.py
+    PYTHONPATH=. python benchmarks/bench_analyze.py
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from stages.analyze.verdict import (
     decide,
     finite,
     metric_comparator,
+    row_diverged,
     threshold_for,
 )
 from stages.formats.artifacts import ArtifactName
@@ -208,8 +209,6 @@ def run_analyze(
     gap_seconds = time.perf_counter() - gap_started
 
     # Report.
-    from stages.analyze.verdict import row_diverged
-
     gaps = [
         _gap_record(
             r,

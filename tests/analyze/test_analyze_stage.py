@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from stages.analyze.comparators import build_comparators
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.event_table import EVENT_COLUMNS, TimeUnitError
-from stages.analyze.linking import ProgramMismatchError
+from stages.analyze.linking import ProgramIndex, ProgramMismatchError
 from stages.analyze.metadata_parsers import MetadataParserError
+from stages.analyze.numeric_gap import compute_numeric_gap, runtime_outputs
 from stages.analyze.stage import run_analyze
-from stages.analyze.verdict import VerdictConfigError
+from stages.analyze.verdict import VerdictConfigError, decide
 from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT
 from stages.formats.etrecord import ETRecord
@@ -202,3 +205,39 @@ def test_custom_metadata_parser_and_bad_options(run_tiny: RunTiny, tmp_path: Pat
         run_analyze(AnalyzeConfig(gap_metric="psnr"), *args)
     with pytest.raises(VerdictConfigError, match=r"analyze.thresholds.fp16"):
         run_analyze(AnalyzeConfig(thresholds={"fp32": 60.0}), *args)
+
+
+def test_multi_output_ops_compare_each_output(run_tiny: RunTiny) -> None:
+    run_dir = run_tiny("clean-topk-portable", "topk_model", "backend=portable")
+    rows = _rows(run_dir / "numeric_gap.csv")
+    topk = [r for r in rows if "aten.topk.default" in json.loads(r["op_types"])]
+    assert sorted(int(r["output_index"]) for r in topk) == [0, 1]
+    assert all(r["status"] == "ok" for r in topk)
+    assert read_summary(run_dir)["verdict"] == "pass"
+
+
+def test_cond_branches_are_reported_not_compared(run_tiny: RunTiny) -> None:
+    run_dir = run_tiny("clean-cond-xnnpack", "cond_model", "backend=xnnpack")
+    summary = read_summary(run_dir)
+    assert summary["verdict"] == "pass"
+    statuses = {r["status"] for r in _rows(run_dir / "numeric_gap.csv")}
+    assert "ok" in statuses and statuses <= {"ok", "no_reference"}
+
+
+def test_a_wrongly_shaped_runtime_output_is_a_mismatch_row_not_a_crash(run_tiny: RunTiny) -> None:
+    run_dir = run_tiny("clean-mlp-xnnpack", "mlp", "backend=xnnpack")
+    record = ETRecord.load(run_dir / "etrecord.zip")
+    index = ProgramIndex.from_etrecord(record)
+    outputs = runtime_outputs(
+        read_etdump(run_dir / "etdump.etdp"), (run_dir / "debug.bin").read_bytes(), index
+    )
+    broken = dataclasses.replace(outputs[1], value=outputs[1].value.flatten()[:3])  # wrong shape
+    outputs = [outputs[0], broken, *outputs[2:]]
+    comparators = build_comparators(["snr"], None)
+    _, rows = compute_numeric_gap(
+        outputs, record.exported_program(), record.representative_inputs, comparators
+    )
+    bad = [r for r in rows if r.status == "shape_mismatch"]
+    assert len(bad) == 1 and bad[0].handles == broken.link.debug_handles
+    verdict = decide(rows, comparators[0], 60.0, True)
+    assert verdict.status == "fail" and verdict.first_divergence is bad[0]

@@ -43,7 +43,7 @@ class DebugBufferWriter:
             self._chunks.append(b"\0" * pad)
             self.size += pad
         offset = self.size
-        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         self._chunks.append(raw)
         self.size += len(raw)
         return TensorRecord(int(scalar), tuple(t.shape), tuple(t.stride()), offset)

@@ -122,11 +122,12 @@ def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]
 
 
 def largest_gaps(gaps: list[dict[str, Any]], verdict: Verdict, top_k: int) -> list[dict[str, Any]]:
-    """Compared rows, worst accumulated gap first."""
+    """Compared rows with any gap, worst accumulated gap first."""
     metric = verdict.metric
-    compared = [g for g in gaps if metric in g]
+    exact = math.inf if verdict.higher_is_better else 0.0
+    inexact = [g for g in gaps if metric in g and g[metric] != exact]  # exact matches: no gap
     sign = 1.0 if verdict.higher_is_better else -1.0
-    return sorted(compared, key=lambda g: sign * g[metric])[:top_k]
+    return sorted(inexact, key=lambda g: sign * g[metric])[:top_k]
 
 
 def build_summary(
@@ -144,7 +145,9 @@ def build_summary(
     metric = verdict.metric
     p50, p90, share = latency(event_rows)
     largest = largest_gaps(gaps, verdict, top_k)
-    worst = largest[0][metric] if largest else None
+    compared = [g[metric] for g in gaps if metric in g]
+    pick = min if verdict.higher_is_better else max
+    worst = largest[0][metric] if largest else (pick(compared) if compared else None)
     delegated = {h for m in index.maps for h in m.delegated_handles}
     reason = verdict.reason or (
         f"{verdict.diverged_rows} output(s) cross the threshold" if verdict.status == FAIL else ""
@@ -182,5 +185,5 @@ def build_summary(
         "slowest_ops": [clean({k: e[k] for k in _SLOW_KEYS}) for e in slowest_ops(events, top_k)],
         "largest_gaps": [clean({k: g.get(k) for k in largest_keys}) for g in largest],
         "events": len(events),
-        "compared_outputs": sum(1 for g in gaps if metric in g),
+        "compared_outputs": len(compared),
     }

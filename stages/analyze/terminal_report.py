@@ -55,6 +55,8 @@ def format_terminal_report(summary_path: Path) -> str:
                 f"{label:<50}{_num(e.get('p50')):>12}  {e.get('delegate_backend_name') or '-'}"
             )
     gaps = s.get("largest_gaps", [])
+    if not gaps and s.get("compared_outputs"):
+        lines.append(f"largest gaps: none, all {s['compared_outputs']} compared outputs are exact")
     if gaps:
         lines.append(f"{'largest gaps':<50}{metric:>12}{'local':>12}")
         for g in gaps:

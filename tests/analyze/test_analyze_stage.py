@@ -16,6 +16,7 @@ from stages.analyze.linking import ProgramIndex, ProgramMismatchError
 from stages.analyze.metadata_parsers import MetadataParserError
 from stages.analyze.numeric_gap import compute_numeric_gap, runtime_outputs
 from stages.analyze.stage import run_analyze
+from stages.analyze.terminal_report import format_terminal_report
 from stages.analyze.verdict import VerdictConfigError, decide
 from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT
@@ -241,3 +242,14 @@ def test_a_wrongly_shaped_runtime_output_is_a_mismatch_row_not_a_crash(run_tiny:
     assert len(bad) == 1 and bad[0].handles == broken.link.debug_handles
     verdict = decide(rows, comparators[0], 60.0, True)
     assert verdict.status == "fail" and verdict.first_divergence is bad[0]
+
+
+def test_terminal_report_names_the_divergence_or_says_all_exact(run_tiny: RunTiny) -> None:
+    clean_dir = run_tiny("clean-vit-xnnpack", "vit", "backend=xnnpack")
+    text = format_terminal_report(clean_dir / "summary.json")
+    compared = read_summary(clean_dir)["compared_outputs"]
+    assert "verdict PASS" in text and f"all {compared} compared outputs are exact" in text
+    fault_dir = run_tiny("fault-vit-qnn", "vit", "backend=qnn", "backend.fault.node=linear_1")
+    text = format_terminal_report(fault_dir / "summary.json")
+    assert "verdict FAIL" in text and "first divergence: linear_1" in text
+    assert "slowest ops" in text and "largest gaps" in text and "at zoo/vit.py:" in text

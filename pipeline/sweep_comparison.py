@@ -7,12 +7,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from stages.formats.etdump.records import TIMED_BLOCK
 
 RUN_COLUMNS = (
     "model",
@@ -122,7 +123,7 @@ def per_op_rows(
             with events.open() as fh:
                 for e in csv.DictReader(fh):
                     names = json.loads(e["op_names"] or "[]")
-                    if e["event_block_name"] != "Execute" or not names:
+                    if e["event_block_name"] != TIMED_BLOCK or not names:
                         continue
                     key = "+".join(names)
                     entry = table.setdefault(key, {"op": key})
@@ -156,23 +157,16 @@ def per_op_rows(
 def _write_csv(
     path: Path, rows: list[dict[str, Any]], columns: Sequence[str] | None = None
 ) -> None:
-    cols = list(columns or dict.fromkeys(k for r in rows for k in r))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    from stages.analyze.event_table import write_csv
+
+    write_csv(path, tuple(columns or dict.fromkeys(k for r in rows for k in r)), rows)
 
 
 def _plot(path: Path, rows: list[dict[str, Any]]) -> Path | None:
     points = [r for r in rows if r["latency_p50_ms"] is not None and r["max_gap"] is not None]
     if not points:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from stages.analyze.plots import plt, save_figure
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in points:
@@ -187,10 +181,7 @@ def _plot(path: Path, rows: list[dict[str, Any]]) -> Path | None:
     ax.set_xlabel("latency p50 (ms)")
     ax.set_ylabel("max gap (worst accumulated SNR, dB; exact = 300)")
     ax.set_title("Latency against numeric gap per (model, backend, precision)")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)
     return path
 
 

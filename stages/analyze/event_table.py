@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from stages.analyze.linking import (
     link_event,
     ops_of,
 )
+from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import FINGERPRINT_EVENT
 
@@ -160,11 +160,9 @@ def write_csv(
     records: list[dict[str, Any]],
     cell: Callable[[Any], str] = _cell,
 ) -> None:
-    """Write atomically (temp file + rename)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", newline="") as fh:
+    """Write atomically; lists and dicts become JSON, None an empty cell."""
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)
         for record in records:
             writer.writerow([cell(record.get(c)) for c in columns])
-    os.replace(tmp, path)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from stages.formats.atomic_write import write_text_atomic
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
@@ -134,6 +135,4 @@ def render_report(
 
 
 def write_report(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)

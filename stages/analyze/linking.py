@@ -14,10 +14,12 @@ from typing import Any
 
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump import ETDumpData
-from stages.formats.etdump.records import FINGERPRINT_EVENT, FINGERPRINT_PREFIX
+from stages.formats.etdump.records import (
+    FINGERPRINT_EVENT,
+    FINGERPRINT_PREFIX,
+)
 from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
 
-DELEGATE_CALL = "DELEGATE_CALL"
 NS_PER_MS = 1e6
 
 MetadataParser = Callable[[bytes], dict[str, Any]]
@@ -175,22 +177,25 @@ def check_same_program(dump: ETDumpData, index: ProgramIndex, etdump: str, etrec
             "that wrote this ETDump (analyze.etrecord=...), or analyze.etrecord=null to analyze "
             "events and timings only"
         )
-    unknown: list[str] = []
-    for block in dump.run_data:
+    counts: dict[tuple[str, int, DelegateIdentifier | None], int] = {}
+    for block in dump.run_data:  # each instruction recurs every iteration: check it once
         for event in block.events:
             pe, de = event.profile_event, event.debug_event
             if pe is not None and pe.name != FINGERPRINT_EVENT:
                 ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
-                if link_event(index, pe.name, pe.instruction_id, ident) is None:
-                    unknown.append(f"{pe.name} (instruction {pe.instruction_id}, id {ident!r})")
+                key = (pe.name, pe.instruction_id, ident)
             elif de is not None and de.instruction_id >= 0:
                 ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
-                if link_event(index, de.name, de.instruction_id, ident) is None:
-                    unknown.append(f"debug output (instruction {de.instruction_id}, id {ident!r})")
+                key = ("debug output", de.instruction_id, ident)
+            else:
+                continue
+            counts[key] = counts.get(key, 0) + 1
+    bad = {k: n for k, n in counts.items() if link_event(index, k[0], k[1], k[2]) is None}
+    unknown = [f"{name} (instruction {iid}, id {ident!r})" for name, iid, ident in bad]
     if unknown:
-        examples = "; ".join(sorted(set(unknown))[:5])
+        examples = "; ".join(sorted(unknown)[:5])
         raise ProgramMismatchError(
-            f"{len(unknown)} event(s) in {etdump} name instructions or delegate identifiers that "
+            f"{sum(bad.values())} event(s) in {etdump} name instructions or delegate identifiers that "
             f"{etrecord} does not have (e.g. {examples}); the ETDump comes from another program. "
             "Pass the matching analyze.etrecord=..., or analyze.etrecord=null for timings only"
         )

@@ -295,8 +295,11 @@ def compute_numeric_gap(
             if (a := anchor_of(out.link.debug_handles)) is not None
         }
         subst = _substitutions(sample_outputs, env, anchors)
+        by_group: dict[int, list[RuntimeOutput]] = {}
+        for out in sample_outputs:
+            by_group.setdefault(group_of[out.link.debug_handles[0]], []).append(out)
         for gi, group in enumerate(groups):
-            mine = [o for o in sample_outputs if group_of[o.link.debug_handles[0]] == gi]
+            mine = by_group.get(gi, [])
             if not mine or group.anchor is None:
                 continue
             anchor_handle = get_debug_handle(group.anchor)

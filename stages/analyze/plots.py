@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import matplotlib
+
+from stages.formats.atomic_write import atomic_path
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
-def _save(fig: plt.Figure, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+def save_figure(fig: plt.Figure, path: Path) -> None:
+    """Save a PNG atomically and free the figure."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def plot_top_ops(
@@ -29,7 +30,7 @@ def plot_top_ops(
     ax.invert_yaxis()
     ax.set_xlabel(f"p50 ({unit})")
     ax.set_title("Slowest ops (blue: inside a delegate, orange: operator)")
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def _clip(values: list[float], floor: float, ceiling: float) -> list[float]:
@@ -69,4 +70,4 @@ def plot_gap(
     ax.set_ylim(floor, ceiling)
     ax.set_title(f"Numeric gap along the graph ({metric}; ∞ drawn at the top edge)")
     ax.legend(loc="best", fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)

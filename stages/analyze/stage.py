@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from stages.analyze.verdict import (
     threshold_for,
 )
 from stages.formats.artifacts import ArtifactName
+from stages.formats.atomic_write import write_text_atomic
 
 TOP_OPS_PNG = "top_ops_p50.png"
 GAP_PNG = "numeric_gap.png"
@@ -50,9 +50,7 @@ class AnalyzeArtifacts:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False))
 
 
 def _numeric_gap(

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.event_table import EventRow
-from stages.analyze.linking import DELEGATE_CALL, ProgramIndex, ops_of, source_line
+from stages.analyze.linking import ProgramIndex, ops_of, source_line
 from stages.analyze.numeric_gap import GapRow
 from stages.analyze.verdict import FAIL, Verdict, finite
+from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
 
-METHOD_EVENT = "Method::execute"
-LOAD_BLOCK = "Default"  # method load/init: not an op
 SUMMARY_FORMAT = "delegate-debugger-summary"
 SUMMARY_VERSION = 1
 _SLOW_KEYS = (
@@ -100,7 +99,7 @@ def latency(rows: list[EventRow]) -> tuple[float | None, float | None, float | N
     delegate = sum(
         r.stat("p50")
         for r in rows
-        if r.event_name == DELEGATE_CALL and r.event_block_name == main.event_block_name
+        if r.event_name == DELEGATE_CALL_EVENT and r.event_block_name == main.event_block_name
     )
     return p50, p90, (delegate / p50 if p50 > 0 else None)
 
@@ -114,7 +113,7 @@ def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]
     ops = [
         e
         for e in events
-        if e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL)
+        if e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
         and e["event_block_name"] != LOAD_BLOCK
         and (e["debug_handles"] or e["is_delegated_op"] or e["instruction_id"] >= 0)
     ]

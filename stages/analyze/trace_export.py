@@ -7,20 +7,20 @@ slice, keeping their relative offsets and converting ticks with the backend's ti
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from stages.analyze.linking import (
-    DELEGATE_CALL,
     NS_PER_MS,
+    Link,
     ProgramIndex,
     identifier_of,
     link_event,
     ops_of,
 )
+from stages.formats.atomic_write import write_text_atomic
 from stages.formats.etdump import ETDumpData
-from stages.formats.etdump.records import FINGERPRINT_EVENT
+from stages.formats.etdump.records import DELEGATE_CALL_EVENT, FINGERPRINT_EVENT
 
 OPERATOR_LANE = 1
 
@@ -32,6 +32,7 @@ def build_trace(
     events: list[dict[str, Any]] = []
     lanes: dict[str, int] = {"operators": OPERATOR_LANE}
     origin: float | None = None
+    resolved: dict[tuple[Any, ...], tuple[Link | None, dict[str, list[str]]]] = {}
     for block_index, block in enumerate(dump.run_data):
         call: tuple[float, float] | None = None
         delegate_base: float | None = None
@@ -40,10 +41,14 @@ def build_trace(
             if pe is None or pe.name == FINGERPRINT_EVENT:
                 continue
             ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
-            link = link_event(index, pe.name, pe.instruction_id, ident)
+            key = (pe.name, pe.instruction_id, ident)
+            if key not in resolved:  # the same instruction recurs in every iteration
+                found = link_event(index, pe.name, pe.instruction_id, ident)
+                resolved[key] = (found, ops_of(index, found.debug_handles if found else ()))
+            link, ops = resolved[key]
             start, end = float(pe.start_time), float(pe.end_time)
             if ident is None:
-                if pe.name == DELEGATE_CALL:
+                if pe.name == DELEGATE_CALL_EVENT:
                     call, delegate_base = (start, end), None
                 lane = OPERATOR_LANE
             else:
@@ -58,7 +63,6 @@ def build_trace(
                 lane = lanes.setdefault(lane_name, len(lanes) + 1)
             origin = start if origin is None else min(origin, start)
             handles = tuple(link.debug_handles) if link else ()
-            ops = ops_of(index, handles)
             label = "+".join(ops["op_names"]) if ops["op_names"] and ident is not None else pe.name
             args: dict[str, Any] = {
                 "event_name": pe.name,
@@ -97,6 +101,4 @@ def build_trace(
 
 
 def write_trace(path: Path, trace: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(trace, allow_nan=False))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(trace, allow_nan=False))

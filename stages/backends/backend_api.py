@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from stages.dotted_import import import_dotted
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.tracer_protocol import EventTracer
 
@@ -116,9 +116,8 @@ def backend_class(name: str, target: str | None = None) -> type[BackendDetails]:
         raise BackendError(
             f"backend '{name}' is not registered; known: {sorted(_REGISTRY)} (or set backend._target_)"
         )
-    module_name, _, attr = dotted.rpartition(".")
     try:
-        cls = getattr(importlib.import_module(module_name), attr)
+        cls = import_dotted(dotted)
     except (ImportError, AttributeError) as exc:
         raise BackendError(f"backend._target_={dotted!r} cannot be imported ({exc})") from exc
     if not (isinstance(cls, type) and issubclass(cls, BackendDetails)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from stages.dotted_import import import_dotted
 from stages.export.config import ModelConfig
 from stages.formats.safe_load import UnsafePayloadError, load_tensors
 
@@ -21,23 +21,14 @@ class ModelConfigError(ValueError):
 
 def import_object(target: str, option: str) -> Any:
     """'pkg.module.attr' → the object; a clear error naming the config option otherwise."""
-    module_name, _, attr = target.rpartition(".")
-    if not module_name:
+    if "." not in target:
         raise ModelConfigError(
             f"{option}={target!r} is not a dotted path like 'pkg.module.factory'"
         )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ModelConfigError(
-            f"{option}={target!r}: cannot import module {module_name!r} ({exc})"
-        ) from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError as exc:
-        raise ModelConfigError(
-            f"{option}={target!r}: module {module_name!r} has no {attr!r}"
-        ) from exc
+        return import_dotted(target)
+    except (ImportError, AttributeError) as exc:
+        raise ModelConfigError(f"{option}={target!r}: cannot import it ({exc})") from exc
 
 
 def _accepted_kwargs(factory: Callable[..., Any]) -> tuple[set[str], bool]:

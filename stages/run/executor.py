@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from stages.backends.backend_api import BackendDetails, backend_class
+from stages.formats.etdump.records import DELEGATE_CALL_EVENT, METHOD_EVENT
 from stages.formats.fault_injection import apply_output_fault
 from stages.formats.op_encoding import ValueRef, bind, bind_args, resolve_op
 from stages.formats.program import (
@@ -26,8 +27,6 @@ from stages.formats.program import (
 from stages.formats.tracer_protocol import EventTracer, EventTracerDebugLogLevel
 
 Step = Callable[[list[Any], EventTracer | None], None]
-METHOD_EVENT = "Method::execute"
-DELEGATE_EVENT = "DELEGATE_CALL"
 
 
 class ExecutionError(Exception):
@@ -137,7 +136,7 @@ class Executor:
             if tracer is None:
                 results = backend.execute(handle, inputs, None)
             else:
-                entry = tracer.start_profiling(DELEGATE_EVENT, 0, 0, iid)
+                entry = tracer.start_profiling(DELEGATE_CALL_EVENT, 0, 0, iid)
                 results = backend.execute(handle, inputs, tracer)
                 tracer.end_profiling(entry)
             for vid, value in zip(outs, results, strict=True):

@@ -16,16 +16,15 @@ import torch
 
 from stages.export.representative_inputs import load_samples, save_samples
 from stages.formats.artifacts import ArtifactName
+from stages.formats.etdump.records import LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.program import load_program
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
-from stages.run.executor import METHOD_EVENT, Executor
+from stages.run.executor import Executor
 
-TIMED_BLOCK = "Execute"
 CAPTURE_BLOCK = "Execute (intermediate outputs)"
-LOAD_BLOCK = "Default"
 
 _DEBUG_LEVELS = {
     "none": EventTracerDebugLogLevel.NO_LOGGING,

@@ -12,6 +12,12 @@ ETDUMP_VERSION = 0
 # the analysis can tell an ETDump from another program (ExecuTorch's tools see a plain event).
 FINGERPRINT_EVENT = "Program::fingerprint"
 FINGERPRINT_PREFIX = b"sha256:"
+# Names ExecuTorch's runtime gives its own events and event blocks; the run stage writes them,
+# the analysis reads them.
+METHOD_EVENT = "Method::execute"
+DELEGATE_CALL_EVENT = "DELEGATE_CALL"
+LOAD_BLOCK = "Default"  # method load/init
+TIMED_BLOCK = "Execute"  # one per execution
 
 
 class ETDumpError(Exception):

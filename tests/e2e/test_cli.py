@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli_runner import run_module
+
 TINY_VIT = [
     "model=vit",
     "model.kwargs.depth=1",
@@ -22,16 +21,7 @@ TINY_VIT = [
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_module("pipeline", *args, cwd=cwd, timeout=600)
 
 
 @pytest.mark.e2e

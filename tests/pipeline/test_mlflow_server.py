@@ -17,9 +17,8 @@ from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
 from pipeline.sync import main as sync_main
+from tests.cli_runner import run_module
 from tests.conftest import compose_config
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
@@ -97,25 +96,16 @@ def test_pipeline_logs_to_the_server(mlflow_server: str, tmp_path: Path) -> None
 
 
 def test_sweep_against_the_server(mlflow_server: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "-m",
-            "model=mlp,three_inputs",
-            "backend=xnnpack",
-            f"tracking.uri={mlflow_server}",
-            "tracking.experiment=server-sweep",
-            f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            f"cache_dir={tmp_path / 'cache'}",
-        ],
+    result = run_module(
+        "pipeline",
+        "-m",
+        "model=mlp,three_inputs",
+        "backend=xnnpack",
+        f"tracking.uri={mlflow_server}",
+        "tracking.experiment=server-sweep",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"cache_dir={tmp_path / 'cache'}",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     client = MlflowClient(mlflow_server)

@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import csv
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli_runner import run_module
 
 
 def sweep(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", "-m", *args, f"hydra.sweep.dir={cwd / 'sweep'}"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return run_module("pipeline", "-m", *args, f"hydra.sweep.dir={cwd / 'sweep'}", cwd=cwd)
 
 
 def _runs(uri: str) -> tuple[MlflowClient, list, list]:  # type: ignore[type-arg]
@@ -70,45 +59,28 @@ def test_sweep_logs_children_under_one_parent_and_exports_each_model_once(tmp_pa
     assert "== sweep: 4 jobs, 0 failed ==" in result.stdout
 
     # pipeline.compare: the same comparison for runs picked by tags, printed and exported.
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    compared = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.compare",
-            "--tag",
-            "backend=qnn",
-            "--uri",
-            f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}",
-            "--out",
-            str(tmp_path / "cmp"),
-        ],
+    compared = run_module(
+        "pipeline.compare",
+        "--tag",
+        "backend=qnn",
+        "--uri",
+        f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}",
+        "--out",
+        str(tmp_path / "cmp"),
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert compared.returncode == 0, compared.stderr[-2000:]
     assert "2 runs; written:" in compared.stdout
     rows = list(csv.DictReader((tmp_path / "cmp" / "comparison_runs.csv").open()))
     assert sorted(r["model"] for r in rows) == ["mlp", "three_inputs"]
     assert {r["backend"] for r in rows} == {"qnn"}
-    missing = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.compare",
-            "--tag",
-            "backend=tpu",
-            "--uri",
-            f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}",
-        ],
+    missing = run_module(
+        "pipeline.compare",
+        "--tag",
+        "backend=tpu",
+        "--uri",
+        f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert missing.returncode == 1 and "no finished runs match" in missing.stderr
 

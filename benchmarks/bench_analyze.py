@@ -25,7 +25,7 @@ from stages.analyze.linking import ProgramIndex
 from stages.analyze.numeric_gap import compute_numeric_gap, runtime_outputs
 from stages.formats.etdump import read_etdump
 from stages.formats.etrecord import ETRecord
-from tests.conftest import compose_config
+from tests.helpers.configs import compose_config
 
 REPO = Path(__file__).resolve().parents[1]
 VIT4 = {"image_size": 224, "patch_size": 16, "dim": 192, "depth": 4, "heads": 3}

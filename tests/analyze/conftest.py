@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
-from tests.conftest import TINY_MODEL_OVERRIDES, compose_config
-
-RunTiny = Callable[..., Path]
+from tests.helpers.analyze_runs import RunTiny
+from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +29,3 @@ def run_tiny(tmp_path_factory: pytest.TempPathFactory) -> RunTiny:
         return Path(cfg.run_dir)
 
     return _run
-
-
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
-    return data

@@ -21,8 +21,8 @@ from stages.analyze.verdict import VerdictConfigError, decide
 from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT
 from stages.formats.etrecord import ETRecord
-from tests.analyze.conftest import RunTiny, read_summary
-from tests.executorch_fixtures import executorch_fixtures
+from tests.helpers.analyze_runs import RunTiny, read_summary
+from tests.helpers.executorch_fixtures import executorch_fixtures
 
 MODELS = ["vit", "mobilenet_v2", "llm"]
 BACKENDS = ["xnnpack", "qnn"]

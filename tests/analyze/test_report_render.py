@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.analyze.conftest import RunTiny, read_summary
+from tests.helpers.analyze_runs import RunTiny, read_summary
 
 
 def _chromium() -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.cli_runner import run_module
+from tests.helpers.cli_runner import run_module
 
 TINY_VIT = [
     "model=vit",

@@ -17,7 +17,7 @@ from stages.export.representative_inputs import load_samples
 from stages.export.stage import run_export
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import ETRecord
-from tests.conftest import ZOO_MODELS
+from tests.helpers.configs import ZOO_MODELS
 
 
 def _export(cfg: DictConfig, run_dir: Path):  # type: ignore[no-untyped-def]

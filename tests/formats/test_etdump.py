@@ -28,7 +28,7 @@ from stages.formats.etdump import (
     tensor_from_buffer,
     write_etdump_bytes,
 )
-from tests.executorch_fixtures import executorch_fixtures
+from tests.helpers.executorch_fixtures import executorch_fixtures
 
 i32 = st.integers(-(2**31), 2**31 - 1)
 u64 = st.integers(0, 2**64 - 1)

@@ -16,7 +16,7 @@ from stages.export.representative_inputs import load_samples
 from stages.formats.program import ProgramError, load_program
 from stages.lower.stage import LoweringError
 from stages.run.executor import Executor
-from tests.lower.lowering_helpers import export_and_lower, relative_error
+from tests.helpers.lowering import export_and_lower, relative_error
 
 
 @pytest.mark.parametrize("backend", ["xnnpack", "qnn", "portable"])

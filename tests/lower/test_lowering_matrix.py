@@ -14,8 +14,8 @@ from stages.export.representative_inputs import load_samples
 from stages.formats.etrecord import ETRecord
 from stages.formats.program import load_program
 from stages.run.executor import Executor
-from tests.conftest import ZOO_MODELS
-from tests.lower.lowering_helpers import export_and_lower, operator_handles, relative_error, snr_db
+from tests.helpers.configs import ZOO_MODELS
+from tests.helpers.lowering import export_and_lower, operator_handles, relative_error, snr_db
 
 # Relative max-abs error per precision; int8 is judged by SNR (documented in README).
 TOLERANCE = {"fp32": 1e-5, "fp16": 1e-2}

@@ -17,8 +17,8 @@ from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
 from pipeline.sync import main as sync_main
-from tests.cli_runner import run_module
-from tests.conftest import compose_config
+from tests.helpers.cli_runner import run_module
+from tests.helpers.configs import compose_config
 
 
 def _free_port() -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.cli_runner import run_module
+from tests.helpers.cli_runner import run_module
 
 
 def sweep(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RELATIVE = Path("shared") / "fixtures" / "executorch-1.5.1"
 GENERATED = REPO / ".pytest_cache" / "executorch-etdumps"
 _FILES = ("etdump_1run.etdp", "etdump_1run_debug.etdp", "debug_buffer_1run.bin")

@@ -10,6 +10,11 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.export.debug_handle_pass import restore_debug_handles
+from stages.formats.safe_load import UnsafePayloadError, load_exported_program_bytes
+
+
+class ExportedProgramError(Exception):
+    """An exported program file (exported.pt2, or an ETRecord's) is missing, corrupt or unsafe."""
 
 
 def exported_program_bytes(program: ExportedProgram) -> bytes:
@@ -28,9 +33,21 @@ def save_exported_program(program: ExportedProgram, path: Path) -> bytes:
     return data
 
 
-def load_exported_program(source: Path | bytes) -> ExportedProgram:
-    """torch.export.load, then node.meta["debug_handle"] mirrored from the serialized custom meta."""
-    stream = io.BytesIO(source) if isinstance(source, bytes) else source
-    program = torch.export.load(stream)
+def load_exported_program(source: Path | bytes, what: str | None = None) -> ExportedProgram:
+    """Load through the safe loader, then node.meta["debug_handle"] restored from custom meta."""
+    if isinstance(source, bytes):
+        data, what = source, what or "exported program"
+    else:
+        what = what or str(source)
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise ExportedProgramError(
+                f"{what}: cannot read ({exc.strerror or exc}); run the export stage first"
+            ) from exc
+    try:
+        program = load_exported_program_bytes(data, what)
+    except UnsafePayloadError as exc:
+        raise ExportedProgramError(str(exc)) from exc
     restore_debug_handles(program)
     return program

@@ -2,8 +2,10 @@
 
 Members: a version marker, the reference (exported) program with debug handles, representative
 inputs, reference outputs, per-handle op/source info, and (added by the lower stage) the lowered
-graph, each partition's backend and delegate debug-handle map. Loading never unpickles anything
-but weights-only tensor files.
+graph, each partition's backend and delegate debug-handle map. Loading goes through
+`stages.formats.safe_load`: bounded zip reads, weights-only tensor files, a checked reference
+program. ExecuTorch's own ETRecord format is recognised and checked by
+`executorch_etrecord.verify_executorch_etrecord` before anything else reads it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from typing import Any
 import torch
 
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
-from stages.formats.safe_load import UnsafePayloadError, check_pt2_archive, load_tensors
+from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
+from stages.formats.safe_load import (
+    BoundedZip,
+    UnsafePayloadError,
+    ZipLimitError,
+    check_pt2_archive,
+    load_tensors,
+)
 
 ETRECORD_FORMAT = "delegate-debugger-etrecord"
 ETRECORD_VERSION = 1
@@ -118,55 +127,60 @@ class ETRecord:
         """Read and validate; every problem is an ETRecordError naming the file."""
         path = Path(path)
         try:
-            archive = zipfile.ZipFile(path)
-            names = set(archive.namelist())
+            archive = BoundedZip(path, str(path))
         except FileNotFoundError as exc:
             raise ETRecordError(f"{path}: no such ETRecord file") from exc
-        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        except OSError as exc:
+            raise ETRecordError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        except ZipLimitError as exc:
             raise ETRecordError(
-                f"{path}: not a readable ETRecord zip (truncated or corrupt: {exc}); "
-                "re-run the export stage to write it again"
+                f"{exc}; not a readable ETRecord (re-run the export stage to write it again)"
             ) from exc
         with archive:
-            missing = [m for m in _REQUIRED if m not in names]
-            if missing:
-                raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
             try:
-                marker = _json(archive, VERSION_MEMBER, path)
-                if not isinstance(marker, dict) or marker.get("format") != ETRECORD_FORMAT:
-                    raise ETRecordError(f"{path}: {VERSION_MEMBER} does not mark an ETRecord")
-                if marker.get("version") != ETRECORD_VERSION:
-                    raise ETRecordError(
-                        f"{path}: ETRecord version {marker.get('version')!r} is not supported "
-                        f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
-                    )
-                program = archive.read(PROGRAM_MEMBER)
-                check_pt2_archive(program, f"{path}: {PROGRAM_MEMBER}")
-                inputs = _samples(archive.read(INPUTS_MEMBER), f"{path}: {INPUTS_MEMBER}")
-                outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path}: {OUTPUTS_MEMBER}")
-                handles = {
-                    int(h): HandleInfo(**{k: tuple(v) for k, v in info.items()})
-                    for h, info in _json(archive, HANDLES_MEMBER, path).items()
-                }
-                lowered_graph = (
-                    archive.read(LOWERED_GRAPH_MEMBER).decode()
-                    if LOWERED_GRAPH_MEMBER in names
-                    else None
-                )
-                maps = (
-                    [_map_from_json(m) for m in _json(archive, DELEGATE_MAPS_MEMBER, path)]
-                    if DELEGATE_MAPS_MEMBER in names
-                    else []
-                )
-                info = (
-                    _json(archive, LOWERING_INFO_MEMBER, path)
-                    if LOWERING_INFO_MEMBER in names
-                    else {}
-                )
+                return cls._from_archive(archive, path)
             except UnsafePayloadError as exc:
                 raise ETRecordError(str(exc)) from exc
-            except (zipfile.BadZipFile, OSError, EOFError, KeyError, TypeError, ValueError) as exc:
+            except (EOFError, KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise ETRecordError(f"{path}: corrupt ETRecord member ({exc})") from exc
+
+    @classmethod
+    def _from_archive(cls, archive: BoundedZip, path: Path) -> ETRecord:
+        names = set(archive.names())
+        if VERSION_MEMBER not in names and is_executorch_etrecord(archive.names()):
+            verify_executorch_etrecord(archive, str(path))
+            raise ETRecordError(
+                f"{path} is ExecuTorch's ETRecord format (it passed the safety check); this "
+                "tool reads only its own ETRecord so far: pass the etrecord.zip a run wrote"
+            )
+        missing = [m for m in _REQUIRED if m not in names]
+        if missing:
+            raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
+        marker = _json(archive, VERSION_MEMBER, path)
+        if not isinstance(marker, dict) or marker.get("format") != ETRECORD_FORMAT:
+            raise ETRecordError(f"{path}: {VERSION_MEMBER} does not mark an ETRecord")
+        if marker.get("version") != ETRECORD_VERSION:
+            raise ETRecordError(
+                f"{path}: ETRecord version {marker.get('version')!r} is not supported "
+                f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
+            )
+        program = archive.read(PROGRAM_MEMBER)
+        check_pt2_archive(program, f"{path} member {PROGRAM_MEMBER}")
+        inputs = _samples(archive.read(INPUTS_MEMBER), f"{path} member {INPUTS_MEMBER}")
+        outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path} member {OUTPUTS_MEMBER}")
+        handles = {
+            int(h): HandleInfo(**{k: tuple(v) for k, v in info.items()})
+            for h, info in _json(archive, HANDLES_MEMBER, path).items()
+        }
+        lowered_graph = (
+            archive.read(LOWERED_GRAPH_MEMBER).decode() if LOWERED_GRAPH_MEMBER in names else None
+        )
+        maps = (
+            [_map_from_json(m) for m in _json(archive, DELEGATE_MAPS_MEMBER, path)]
+            if DELEGATE_MAPS_MEMBER in names
+            else []
+        )
+        info = _json(archive, LOWERING_INFO_MEMBER, path) if LOWERING_INFO_MEMBER in names else {}
         return cls(
             reference_program_bytes=program,
             representative_inputs=inputs,
@@ -218,11 +232,11 @@ def _samples(data: bytes, what: str) -> Samples:
     return [tuple(s) for s in loaded]
 
 
-def _json(archive: zipfile.ZipFile, member: str, path: Path) -> Any:
+def _json(archive: BoundedZip, member: str, path: Path) -> Any:
     raw = archive.read(member)
     try:
         return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         kind = "a pickle payload" if raw[:1] == b"\x80" else "invalid JSON"
         raise ETRecordError(
             f"{path}: member {member} carries {kind}, not JSON; refusing it"

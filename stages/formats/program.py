@@ -20,7 +20,7 @@ import torch
 
 from stages.formats.debug_handles import DebugHandle
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
-from stages.formats.safe_load import UnsafePayloadError, load_tensors
+from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 
 PROGRAM_FORMAT = "delegate-debugger-program"
 PROGRAM_VERSION = 1
@@ -197,10 +197,10 @@ def load_program(path: Path) -> Program:
     """Read and validate a lowered program; every problem is a ProgramError naming the file."""
     path = Path(path)
     try:
-        archive = zipfile.ZipFile(path)
+        archive = BoundedZip(path, str(path))
     except FileNotFoundError as exc:
         raise ProgramError(f"{path}: no such program file; run the lower stage first") from exc
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except (OSError, ZipLimitError) as exc:
         raise ProgramError(f"{path}: not a readable program (truncated or corrupt: {exc})") from exc
     with archive:
         try:
@@ -212,22 +212,28 @@ def load_program(path: Path) -> Program:
                     f"{path}: program version {document.get('version')!r} is not supported "
                     f"(this tool reads version {PROGRAM_VERSION}); re-run the lower stage"
                 )
-            tensors = load_tensors(archive.read(CONSTANTS_MEMBER), f"{path}: {CONSTANTS_MEMBER}")
+            tensors = load_tensors(
+                archive.read(CONSTANTS_MEMBER), f"{path} member {CONSTANTS_MEMBER}"
+            )
             if not isinstance(tensors, dict):
                 raise ProgramError(f"{path}: {CONSTANTS_MEMBER} is not a name → tensor mapping")
             main = _decode_sub(document["main"])
             blobs = {
                 name: archive.read(name)
-                for name in archive.namelist()
+                for name in archive.names()
                 if name.startswith("delegates/")
             }
+            constants = {str(k): int(v) for k, v in document["constants"].items()}
+            metadata = dict(document.get("metadata", {}))
         except ProgramError:
             raise
         except UnsafePayloadError as exc:
             raise ProgramError(str(exc)) from exc
         except (
-            zipfile.BadZipFile,
-            OSError,
+            ZipLimitError,
+            UnicodeDecodeError,
+            RecursionError,
+            AttributeError,
             EOFError,
             KeyError,
             TypeError,
@@ -237,8 +243,8 @@ def load_program(path: Path) -> Program:
             raise ProgramError(f"{path}: corrupt program ({type(exc).__name__}: {exc})") from exc
     return Program(
         main=main,
-        constants={str(k): int(v) for k, v in document["constants"].items()},
+        constants=constants,
         constant_tensors=dict(tensors),
         delegate_blobs=blobs,
-        metadata=dict(document.get("metadata", {})),
+        metadata=metadata,
     )

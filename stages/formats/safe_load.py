@@ -1,46 +1,56 @@
-"""Loading tensors and archives without ever unpickling arbitrary objects."""
+"""The one loader for tensors, programs and archives: weights-only data, bounded, never code.
+
+Every file the tool reads may be hostile, its own cache included. Tensor files (inputs.pt,
+reference_outputs.pt, run outputs, checkpoints, ETRecord members, the lowered program's
+constants) are torch.save zips loaded weights-only; torch.export archives (exported.pt2, the
+ETRecord's reference program) are checked member by member (`pt2_archive`) and torch reads only
+the checked bytes, so its fallback to weights_only=False can never run. Zips are bounded before
+anything is inflated (`bounded_zip`). Format readers wrap `UnsafePayloadError` in their own error.
+"""
 
 from __future__ import annotations
 
 import io
-import zipfile
+from pathlib import Path
 from typing import Any
 
 import torch
 
-# torch.save writes a zip (PK) or, in its legacy format, a raw pickle (protocol opcode 0x80).
-_PICKLE_PREFIXES = (b"PK\x03\x04", b"\x80")
+from stages.formats.bounded_zip import BoundedZip, ZipLimitError, ZipLimits
+from stages.formats.pt2_archive import check_program_targets, verified_pt2_bytes
+from stages.formats.tensor_file import UnsafePayloadError, load_tensors
+
+__all__ = [
+    "BoundedZip",
+    "UnsafePayloadError",
+    "ZipLimitError",
+    "ZipLimits",
+    "check_pt2_archive",
+    "load_exported_program_bytes",
+    "load_tensor_file",
+    "load_tensors",
+]
 
 
-class UnsafePayloadError(ValueError):
-    """A member carries a pickle that is not a plain weights-only tensor container."""
+def load_tensor_file(path: Path, what: str | None = None) -> Any:
+    """A torch.save file on disk, weights-only (see `load_tensors`)."""
+    return load_tensors(Path(path).read_bytes(), what or str(path))
 
 
-def load_tensors(data: bytes, what: str) -> Any:
-    """torch.load with weights_only=True; anything else is refused."""
+def check_pt2_archive(data: bytes, what: str) -> bytes:
+    """Refuse a torch.export archive with anything torch would unpickle or eval; the clean bytes."""
+    return verified_pt2_bytes(data, what)
+
+
+def load_exported_program_bytes(data: bytes, what: str) -> torch.export.ExportedProgram:
+    """torch.export.load of a checked archive, then every call target checked once more."""
+    clean = verified_pt2_bytes(data, what)
     try:
-        return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ...
+        program = torch.export.load(io.BytesIO(clean))
+    except Exception as exc:  # torch raises SerializeError, RuntimeError, KeyError, ...
         raise UnsafePayloadError(
-            f"{what} is not a weights-only tensor file ({type(exc).__name__}: {str(exc)[:160]})"
+            f"{what} is not a loadable torch.export program ({type(exc).__name__}: "
+            f"{str(exc).strip()[:200]})"
         ) from exc
-
-
-def check_pt2_archive(data: bytes, what: str) -> None:
-    """Refuse a torch.export archive whose pickled members are not weights-only.
-
-    torch.export.load falls back to weights_only=False for members it cannot load safely; checking
-    every pickled member first means that fallback can never run on untrusted bytes.
-    """
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise UnsafePayloadError(f"{what} is not a torch.export archive ({exc})") from exc
-    for member in members:
-        if member.filename.endswith((".json", "/version", "byteorder", "serialization_id")):
-            continue
-        with archive.open(member) as fh:
-            head = fh.read(4)
-        if head.startswith(_PICKLE_PREFIXES):
-            load_tensors(archive.read(member), f"{what} member {member.filename}")
+    check_program_targets(program, what)
+    return program

@@ -85,10 +85,16 @@ def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:
     return inputs + [p for p in spec.optional_inputs(cfg, run_dir) if p.is_file()]
 
 
+def _config_value(cfg: DictConfig, key: str) -> Any:
+    """A config group as plain data, or one dotted value ("model.name")."""
+    value = OmegaConf.select(cfg, key)
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
 def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
-    config_slice = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in spec.config_keys}
+    config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
     fingerprint = compute_fingerprint(config_slice, inputs, spec.code_packages)
     digest = fingerprint.digest
     started = time.perf_counter()

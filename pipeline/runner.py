@@ -115,12 +115,12 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
             if previous is not None
             else "no finished run with this fingerprint"
         )
-        log.info("[%s] running (%s)", name, reason)
+        log.debug("[%s] running (%s)", name, reason)
         artifacts = spec.call(cfg, run_dir)
         outputs = output_paths(artifacts, run_dir)
         cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
     seconds = time.perf_counter() - started
-    log.info("[%s] done in %.2f s", name, seconds)
+    log.info("[%s] done in %.2f s (ran: %s)", name, seconds, reason)
     return StageOutcome(name, "done", seconds, artifacts, reason)
 
 
@@ -204,7 +204,7 @@ def run_pipeline(
     result.run_id = tracker.run_id
     try:
         for index, name in enumerate(names, start=1):
-            log.info("[%d/%d] %s", index, len(names), name)
+            log.debug("[%d/%d] %s", index, len(names), name)
             try:
                 outcome = _run_one(name, cfg, run_dir, cache)
             except StageSelectionError:

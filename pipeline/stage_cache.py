@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.fingerprint import Fingerprint, file_sha256
+from pipeline.hard_links import link_or_copy
 
 log = logging.getLogger("pipeline")
 
@@ -43,21 +44,6 @@ class CachedStage:
     source_run_dir: str
     finished_at: str
     record: dict[str, Any]
-
-
-def _place(src: Path, dst: Path) -> None:
-    """Atomically make dst a hard link to (or copy of) src, unless it already is src."""
-    if dst.exists() and os.path.samefile(src, dst):
-        return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copy2(src, tmp)
-    os.replace(tmp, dst)
 
 
 def make_read_only(path: Path) -> None:
@@ -164,7 +150,7 @@ class StageCache:
         """
         files = self._entry(stage, digest) / "files"
         for rel in cached.outputs.values():
-            _place(files / rel, run_dir / rel)
+            link_or_copy(files / rel, run_dir / rel)
         _write_json_atomic(run_dir / RUN_RECORD_DIR / f"{stage}.json", cached.record)
 
     def store(
@@ -192,7 +178,7 @@ class StageCache:
             hashes: dict[str, str] = {}
             for rel in outputs.values():
                 published = entry / "files" / rel
-                _place(run_dir / rel, published)
+                link_or_copy(run_dir / rel, published)
                 make_read_only(published)
                 hashes[rel] = file_sha256(published)
             record["sha256"] = hashes

@@ -85,10 +85,16 @@ def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:
     return inputs + [p for p in spec.optional_inputs(cfg, run_dir) if p.is_file()]
 
 
+def _config_value(cfg: DictConfig, key: str) -> Any:
+    """A config group as plain data, or one dotted value ("model.name")."""
+    value = OmegaConf.select(cfg, key)
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
 def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
-    config_slice = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in spec.config_keys}
+    config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
     fingerprint = compute_fingerprint(config_slice, inputs, spec.code_packages)
     digest = fingerprint.digest
     started = time.perf_counter()
@@ -109,12 +115,12 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
             if previous is not None
             else "no finished run with this fingerprint"
         )
-        log.info("[%s] running (%s)", name, reason)
+        log.debug("[%s] running (%s)", name, reason)
         artifacts = spec.call(cfg, run_dir)
         outputs = output_paths(artifacts, run_dir)
         cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
     seconds = time.perf_counter() - started
-    log.info("[%s] done in %.2f s", name, seconds)
+    log.info("[%s] done in %.2f s (ran: %s)", name, seconds, reason)
     return StageOutcome(name, "done", seconds, artifacts, reason)
 
 
@@ -198,7 +204,7 @@ def run_pipeline(
     result.run_id = tracker.run_id
     try:
         for index, name in enumerate(names, start=1):
-            log.info("[%d/%d] %s", index, len(names), name)
+            log.debug("[%d/%d] %s", index, len(names), name)
             try:
                 outcome = _run_one(name, cfg, run_dir, cache)
             except StageSelectionError:

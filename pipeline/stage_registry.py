@@ -29,6 +29,7 @@ class StageSpec:
     """How the runner fingerprints and calls one stage."""
 
     name: str
+    # Top-level config groups or dotted keys ("model.name") the stage's result depends on.
     config_keys: tuple[str, ...]
     code_packages: tuple[str, ...]
     inputs: Callable[[DictConfig, Path], list[Path]]
@@ -52,8 +53,8 @@ def _call_export(cfg: DictConfig, run_dir: Path) -> Any:
 def _lower_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
     return [
         run_dir / ArtifactName.EXPORTED_PROGRAM,
-        run_dir / ArtifactName.ETRECORD,
         run_dir / ArtifactName.INPUTS,
+        run_dir / ArtifactName.REFERENCE_OUTPUTS,
     ]
 
 
@@ -63,9 +64,10 @@ def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
     return run_lower(
         _to_object(cfg.backend),
         run_dir / ArtifactName.EXPORTED_PROGRAM,
-        run_dir / ArtifactName.ETRECORD,
         run_dir / ArtifactName.INPUTS,
+        run_dir / ArtifactName.REFERENCE_OUTPUTS,
         run_dir,
+        model_name=str(cfg.model.name),
     )
 
 
@@ -124,7 +126,7 @@ STAGES: dict[str, StageSpec] = {
     ),
     "lower": StageSpec(
         "lower",
-        ("backend",),
+        ("backend", "model.name"),
         ("stages.lower", "stages.backends", "stages.formats"),
         _lower_inputs,
         _none,

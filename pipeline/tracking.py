@@ -1,4 +1,8 @@
-"""The one MLflow hook: params, tags, batched metrics, artifacts, tables. Stages never import mlflow."""
+"""The one MLflow hook: params, tags, batched metrics, artifacts, tables. Stages never import mlflow.
+
+Artifacts go to a local store as hard links to the run dir's files (one copy on disk); a remote
+store gets them uploaded.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,14 @@ import logging
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.fingerprint import flatten_config
+from pipeline.hard_links import link_or_copy
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +139,16 @@ def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = Non
         return str(client.create_experiment(experiment, artifact_location=location))
 
 
+def local_artifact_dir(artifact_uri: str) -> Path | None:
+    """The directory of a run's artifacts when the store is a local path, else None (upload)."""
+    parsed = urllib.parse.urlparse(artifact_uri)
+    if parsed.scheme == "file":
+        return Path(urllib.request.url2pathname(parsed.path))
+    if parsed.scheme == "" and artifact_uri.startswith("/"):
+        return Path(artifact_uri)
+    return None
+
+
 def split_params(
     params: Mapping[str, Any], max_length: int
 ) -> tuple[dict[str, str], dict[str, str]]:
@@ -165,6 +181,8 @@ class MlflowTracker:
         self.experiment_id = ensure_experiment(uri, experiment, artifact_root)
         self.client = MlflowClient(tracking_uri=uri)
         self.run_id: str | None = None
+        # A local artifact store gets hard links to the run dir's files, not a second copy.
+        self.local_artifacts: Path | None = None
 
     def start(
         self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], config_yaml: str
@@ -176,6 +194,7 @@ class MlflowTracker:
             all_tags["mlflow.parentRunId"] = self.parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
         self.run_id = run.info.run_id
+        self.local_artifacts = local_artifact_dir(run.info.artifact_uri)
         short, long = split_params(params, self.max_param_length)
         items = [Param(k, v) for k, v in short.items()]
         for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
@@ -199,7 +218,11 @@ class MlflowTracker:
         if self.run_id is None:
             return
         for path in files:
-            if path.is_file():
+            if not path.is_file():
+                continue
+            if self.local_artifacts is not None:
+                link_or_copy(path, self.local_artifacts / artifact_dir / path.name)
+            else:
                 self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_dir)
 
     def log_table(self, csv_path: Path, artifact_file: str) -> None:

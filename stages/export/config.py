@@ -44,4 +44,3 @@ class ExportConfig:
 
     strict: bool = False
     decompose: bool = False
-    generate_etrecord: bool = True

@@ -1,4 +1,7 @@
-"""The export stage: model + inputs config → exported.pt2, inputs, reference outputs, ETRecord."""
+"""The export stage: model + inputs config → exported.pt2, inputs, reference outputs.
+
+The ETRecord is the lower stage's output: it embeds these files, so export does not write one.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ from stages.export.exporter import export_model
 from stages.export.model_factory import build_model
 from stages.export.representative_inputs import representative_inputs, save_samples
 from stages.formats.artifacts import ArtifactName
-from stages.formats.etrecord import generate_etrecord
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,6 @@ class ExportArtifacts:
     exported_program: Path
     inputs: Path
     reference_outputs: Path
-    etrecord: Path | None
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -40,7 +41,7 @@ def flat_outputs(value: Any) -> tuple[torch.Tensor, ...]:
 def run_export(
     model: ModelConfig, inputs: InputsConfig, export: ExportConfig, run_dir: Path
 ) -> ExportArtifacts:
-    """Build, export with debug handles, record reference outputs, start the ETRecord."""
+    """Build, export with debug handles, record the reference outputs."""
     run_dir.mkdir(parents=True, exist_ok=True)
     module = build_model(model)
     samples = representative_inputs(model.inputs, inputs)
@@ -59,20 +60,9 @@ def run_export(
         references = [flat_outputs(runnable(*sample)) for sample in samples]
 
     paths = {name: run_dir / name for name in ArtifactName}
-    program_bytes = save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
+    save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
     save_samples(samples, paths[ArtifactName.INPUTS])
     save_samples(references, paths[ArtifactName.REFERENCE_OUTPUTS])
-    etrecord: Path | None = None
-    if export.generate_etrecord:
-        etrecord = paths[ArtifactName.ETRECORD]
-        generate_etrecord(
-            etrecord,
-            program,
-            samples,
-            references,
-            model_name=model.name,
-            program_bytes=program_bytes,
-        )
     nodes = list(iter_operator_nodes(program.graph_module))
     metrics = {
         "export_seconds": export_seconds,
@@ -85,6 +75,5 @@ def run_export(
         exported_program=paths[ArtifactName.EXPORTED_PROGRAM],
         inputs=paths[ArtifactName.INPUTS],
         reference_outputs=paths[ArtifactName.REFERENCE_OUTPUTS],
-        etrecord=etrecord,
         metrics=metrics,
     )

@@ -111,3 +111,14 @@ def partition_graph(
         if any(user not in members for user in node.users):
             outputs.append(node)
     return PartitionGraph(partition_id, nodes, inputs, outputs, used, calibration)
+
+
+def summarize_rejections(rejected: list[Rejection]) -> str:
+    """One line: how many ops were left out, counted by reason (the list is in lowering.json)."""
+    counts: dict[str, int] = {}
+    for rejection in rejected:
+        counts[rejection.reason] = counts.get(rejection.reason, 0) + 1
+    by_reason = "; ".join(
+        f"{count} × {reason}" for reason, count in sorted(counts.items(), key=lambda kv: -kv[1])
+    )
+    return f"{len(rejected)} ops left out of delegation ({by_reason})"

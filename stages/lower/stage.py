@@ -1,4 +1,7 @@
-"""The lower stage: exported program + backend config → program.pte, lowering.json, ETRecord."""
+"""The lower stage: exported program + backend config → program.pte, lowering.json, ETRecord.
+
+It reads export's files and writes only new ones (the ETRecord included).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from stages.export.exported_program_io import load_exported_program
 from stages.export.representative_inputs import load_samples
 from stages.formats.artifacts import ArtifactName
 from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.etrecord import DelegateMapRecord, ETRecord
+from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.fault_injection import FAULT_KINDS
 from stages.formats.program import (
     CondInstruction,
@@ -29,7 +32,13 @@ from stages.formats.program import (
 )
 from stages.formats.reference_capture import capture_node_outputs
 from stages.lower.config import BackendConfig
-from stages.lower.partitioner import constant_tensors, partition_graph, partition_program
+from stages.lower.etrecord_writer import write_etrecord
+from stages.lower.partitioner import (
+    constant_tensors,
+    partition_graph,
+    partition_program,
+    summarize_rejections,
+)
 from stages.lower.program_builder import build_program
 
 log = logging.getLogger(__name__)
@@ -115,11 +124,17 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def run_lower(
-    backend: BackendConfig, exported_program: Path, etrecord: Path, inputs: Path, run_dir: Path
+    backend: BackendConfig,
+    exported_program: Path,
+    inputs: Path,
+    reference_outputs: Path,
+    run_dir: Path,
+    model_name: str = "",
 ) -> LowerArtifacts:
-    """Partition, preprocess each partition, write the program, complete the ETRecord."""
+    """Partition, preprocess each partition, write the program and the complete ETRecord."""
     load_started = time.perf_counter()
-    program = load_exported_program(exported_program)
+    program_bytes = exported_program.read_bytes()
+    program = load_exported_program(program_bytes)
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
     fault = _fault(backend, program)
@@ -138,7 +153,7 @@ def run_lower(
     preprocessed: dict[int, PreprocessResult] = {
         g.partition_id: instance.preprocess(g, specs) for g in graphs
     }
-    fingerprint = hashlib.sha256(exported_program.read_bytes()).hexdigest()
+    fingerprint = hashlib.sha256(program_bytes).hexdigest()
     lowered = build_program(
         program,
         graphs,
@@ -204,17 +219,23 @@ def run_lower(
     }
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     _write_json(report_path, report)
-    for rejection in result.rejected:
-        log.info("[lower] left out %s (%s): %s", rejection.node, rejection.op, rejection.reason)
+    if result.rejected:
+        log.info(
+            "[lower] %s; the list is in %s", summarize_rejections(result.rejected), report_path.name
+        )
 
-    record = ETRecord.load(etrecord)
-    record.lowered_graph = "\n".join(
-        f"{i.instruction_id}: {type(i).__name__} {getattr(i, 'name', '')}{getattr(i, 'backend', '')}"
-        for i in lowered.main.instructions
+    etrecord = run_dir / ArtifactName.ETRECORD
+    write_etrecord(
+        etrecord,
+        program=program,
+        program_bytes=program_bytes,
+        inputs=inputs,
+        reference_outputs=reference_outputs,
+        model_name=model_name,
+        lowered=lowered,
+        delegate_maps=maps,
+        lowering_info={k: v for k, v in report.items() if k != "partitions"},
     )
-    record.delegate_maps = maps
-    record.lowering_info = {k: v for k, v in report.items() if k != "partitions"}
-    record.save(etrecord)
     metrics = {
         "partitions": float(len(graphs)),
         "delegated_ops": float(len(delegated)),

@@ -41,7 +41,9 @@ def test_export_stage_run_is_tracked_then_reused(tmp_path: Path) -> None:
     args = [*TINY_VIT, "backend=xnnpack", "stages=[export]", f"hydra.run.dir={run_dir}"]
     first = _cli(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert (run_dir / "exported.pt2").is_file() and (run_dir / "etrecord.zip").is_file()
+    assert (run_dir / "exported.pt2").is_file()
+    # The ETRecord is the lower stage's output; export writes no part of it.
+    assert not (run_dir / "etrecord.zip").exists()
 
     # The default store is a sqlite file under outputs/ of the working directory.
     client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
@@ -53,7 +55,7 @@ def test_export_stage_run_is_tracked_then_reused(tmp_path: Path) -> None:
     assert run.data.tags["model"] == "vit" and run.data.tags["backend"] == "xnnpack"
     assert run.data.tags["stage.export"] == "done" and len(run.data.tags["git_commit"]) >= 7
     exported = {a.path for a in client.list_artifacts(run.info.run_id, "export")}
-    assert {"export/exported.pt2", "export/etrecord.zip"} <= exported
+    assert {"export/exported.pt2", "export/inputs.pt", "export/reference_outputs.pt"} == exported
     assert "export.debug_handles" in run.data.metrics
 
     second = _cli(*args, cwd=tmp_path)

@@ -16,7 +16,6 @@ from stages.export.exporter import ExportStageError
 from stages.export.representative_inputs import load_samples
 from stages.export.stage import run_export
 from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.etrecord import ETRecord
 from tests.helpers.configs import ZOO_MODELS
 
 
@@ -103,22 +102,6 @@ def test_cond_branch_nodes_get_unique_handles(
     }
     assert branch_handles and len(set(branch_handles)) == len(branch_handles)
     assert not set(branch_handles) & main_handles
-
-
-def test_etrecord_holds_program_inputs_outputs_and_handle_info(
-    tiny_cfg: Callable[..., DictConfig], tmp_path: Path
-) -> None:
-    artifacts = _export(tiny_cfg("vit", "inputs.count=2"), tmp_path)
-    assert artifacts.etrecord is not None
-    record = ETRecord.load(artifacts.etrecord)
-    assert record.model_name == "vit" and len(record.representative_inputs) == 2
-    program = record.exported_program()
-    handles = {n.meta[DEBUG_HANDLE_META] for n in iter_operator_nodes(program.graph_module)}
-    assert set(record.handles) == handles
-    qkv = [
-        info for info in record.handles.values() if any("qkv" in m for m in info.module_hierarchy)
-    ]
-    assert qkv and any("vit.py" in t for info in qkv for t in info.stack_traces)
 
 
 class _DataDependent(torch.nn.Module):

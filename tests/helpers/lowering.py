@@ -20,13 +20,13 @@ def export_and_lower(cfg: DictConfig, run_dir: Path) -> tuple[ExportArtifacts, L
         OmegaConf.to_object(cfg.export),
         run_dir,
     )
-    assert exported.etrecord is not None
     lowered = run_lower(
         OmegaConf.to_object(cfg.backend),
         exported.exported_program,
-        exported.etrecord,
         exported.inputs,
+        exported.reference_outputs,
         run_dir,
+        model_name=str(cfg.model.name),
     )
     return exported, lowered
 

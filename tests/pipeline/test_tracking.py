@@ -43,3 +43,23 @@ def test_tracker_logs_params_metrics_artifacts_and_failure(tmp_path: Path) -> No
     assert run.data.tags["error"] == "RuntimeError: boom"
     names = {a.path for a in MlflowClient(uri).list_artifacts(tracker.run_id)}
     assert {"analyze", "tables", "config.yaml", "long_params.json"} <= names
+
+
+def test_local_store_artifacts_are_hard_links_not_copies(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = MlflowTracker(uri, "exp", artifact_root=(tmp_path / "art").as_uri())
+    tracker.start("r", {}, {}, "a: 1\n")
+    artifact = tmp_path / "debug.bin"
+    artifact.write_bytes(b"\x01" * 4096)
+    tracker.log_artifacts([artifact], "run")
+    tracker.finish(failed=False)
+
+    client = MlflowClient(uri)
+    assert [a.path for a in client.list_artifacts(tracker.run_id, "run")] == ["run/debug.bin"]
+    (tmp_path / "download").mkdir()
+    downloaded = Path(
+        client.download_artifacts(tracker.run_id, "run/debug.bin", str(tmp_path / "download"))
+    )
+    assert downloaded.read_bytes() == artifact.read_bytes()
+    stored = tmp_path / "art" / "exp" / tracker.run_id / "artifacts" / "run" / "debug.bin"
+    assert stored.samefile(artifact) and artifact.stat().st_nlink >= 2

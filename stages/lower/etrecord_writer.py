@@ -1,0 +1,53 @@
+"""The lower stage's ETRecord: export's files plus the delegate maps, written as a new file.
+
+The lower stage never rewrites a file it read: the ETRecord is built from `exported.pt2`,
+`inputs.pt` and `reference_outputs.pt` and saved as lower's own output, complete and
+self-contained (a user can carry it to another machine with the ETDump).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stages.export.handle_info import collect_handle_info
+from stages.export.representative_inputs import load_samples
+from stages.formats.etrecord import DelegateMapRecord, ETRecord
+from stages.formats.program import Program
+
+
+def lowered_graph_text(lowered: Program) -> str:
+    """One line per top-level instruction of the lowered program (the ETRecord's lowered graph)."""
+    return "\n".join(
+        f"{i.instruction_id}: {type(i).__name__} {getattr(i, 'name', '')}{getattr(i, 'backend', '')}"
+        for i in lowered.main.instructions
+    )
+
+
+def write_etrecord(
+    path: Path,
+    *,
+    program: torch.export.ExportedProgram,
+    program_bytes: bytes,
+    inputs: Path,
+    reference_outputs: Path,
+    model_name: str,
+    lowered: Program,
+    delegate_maps: list[DelegateMapRecord],
+    lowering_info: dict[str, Any],
+) -> ETRecord:
+    """Assemble the complete ETRecord and save it atomically at `path`."""
+    record = ETRecord(
+        reference_program_bytes=program_bytes,
+        representative_inputs=load_samples(inputs),
+        reference_outputs=load_samples(reference_outputs),
+        handles=collect_handle_info(program),
+        model_name=model_name,
+        lowered_graph=lowered_graph_text(lowered),
+        delegate_maps=delegate_maps,
+        lowering_info=lowering_info,
+    )
+    record.save(path)
+    return record

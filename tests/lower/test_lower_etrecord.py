@@ -1,0 +1,81 @@
+"""The lower stage writes the complete ETRecord as a new file and never touches what it read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from stages.export.debug_handle_pass import iter_operator_nodes
+from stages.export.stage import run_export
+from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.formats.etrecord import ETRecord
+from stages.lower.stage import run_lower
+from tests.helpers.lowering import export_and_lower
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_lower_leaves_its_inputs_alone_and_writes_a_self_contained_etrecord(
+    tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    cfg = tiny_cfg("vit", "inputs.count=2")
+    exported = run_export(
+        OmegaConf.to_object(cfg.model),
+        OmegaConf.to_object(cfg.inputs),
+        OmegaConf.to_object(cfg.export),
+        run_dir,
+    )
+    inputs = [exported.exported_program, exported.inputs, exported.reference_outputs]
+    before = {p.name: (_sha(p), p.stat().st_ino) for p in inputs}
+    assert not (run_dir / "etrecord.zip").exists()
+
+    lowered = run_lower(
+        OmegaConf.to_object(cfg.backend), *inputs, run_dir, model_name=str(cfg.model.name)
+    )
+    assert {p.name: (_sha(p), p.stat().st_ino) for p in inputs} == before
+
+    # Carried alone to another place, the ETRecord still has everything the analysis needs.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    carried = Path(shutil.copy(lowered.etrecord, elsewhere / "etrecord.zip"))
+    record = ETRecord.load(carried)
+    assert record.model_name == "vit" and len(record.representative_inputs) == 2
+    assert record.reference_program_bytes == exported.exported_program.read_bytes()
+    program = record.exported_program()
+    handles = {n.meta[DEBUG_HANDLE_META] for n in iter_operator_nodes(program.graph_module)}
+    assert set(record.handles) == handles
+    assert record.delegate_maps and record.lowered_graph
+    assert record.lowering_info["lowered_program_fingerprint"] == _sha(lowered.program)
+    qkv = [
+        info for info in record.handles.values() if any("qkv" in m for m in info.module_hierarchy)
+    ]
+    assert qkv and any("vit.py" in t for info in qkv for t in info.stack_traces)
+
+
+def test_left_out_ops_are_one_log_line_counted_by_reason(
+    tiny_cfg: Callable[..., DictConfig], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="stages.lower.stage"):
+        _, lowered = export_and_lower(tiny_cfg("vit", "backend=xnnpack"), tmp_path)
+    rejected = json.loads(lowered.lowering_report.read_text())["rejected_ops"]
+    assert len(rejected) >= 2  # tiny vit: expand + select ops stay on the portable runtime
+    lines = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(lines) == 1, lines
+    (line,) = lines
+    assert line.startswith(f"[lower] {len(rejected)} ops left out of delegation (")
+    reasons: dict[str, int] = {}
+    for item in rejected:
+        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+    for reason, count in reasons.items():
+        assert f"{count} × {reason}" in line
+    assert "lowering.json" in line

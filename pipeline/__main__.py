@@ -12,8 +12,10 @@ from omegaconf import DictConfig
 from pipeline.config import register_configs
 from pipeline.errors import PipelineError
 from pipeline.hydra_run import run_from_hydra
+from pipeline.run_dirs import register_run_suffix
 
 register_configs()
+register_run_suffix()
 
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.config import STAGE_ORDER
 from pipeline.errors import StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
+from pipeline.run_dirs import default_run_dir_name
 from pipeline.stage_cache import StageCache
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
@@ -152,8 +153,8 @@ def _artifact_files(artifacts: Any, run_dir: Path) -> list[Path]:
 def _resolve_run_dir(cfg: DictConfig) -> Path:
     if cfg.get("run_dir"):
         return Path(cfg.run_dir).expanduser().resolve()
-    stamp = time.strftime("%Y-%m-%d/%H-%M-%S")
-    return (Path("outputs") / "runs" / f"{stamp}-{cfg.model.name}-{cfg.backend.name}").resolve()
+    name = default_run_dir_name(str(cfg.model.name), str(cfg.backend.name))
+    return (Path("outputs") / "runs" / name).resolve()
 
 
 def _attach_log_file(run_dir: Path) -> logging.Handler | None:

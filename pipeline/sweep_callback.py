@@ -15,6 +15,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.run_dirs import register_run_suffix
 from pipeline.sweep_comparison import compare_runs
 from pipeline.tracker_factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking import (
@@ -25,6 +26,9 @@ from pipeline.tracking import (
 )
 
 log = logging.getLogger("pipeline")
+
+# Launcher workers (joblib, submitit) unpickle this callback before they resolve the sweep dir.
+register_run_suffix()
 
 
 class SweepFailedError(SystemExit):

@@ -26,7 +26,7 @@ from stages.analyze.linking import (
 )
 from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
-from stages.formats.etdump.records import FINGERPRINT_EVENT
+from stages.formats.etdump.records import STAMP_EVENTS
 
 TIME_UNITS = {"s": 1e-3, "ms": 1.0, "us": 1e3, "ns": 1e6}
 EVENT_COLUMNS = (
@@ -98,7 +98,7 @@ def build_event_rows(
         seen: dict[tuple[Any, ...], int] = {}
         for event in block.events:
             pe = event.profile_event
-            if pe is None or pe.name == FINGERPRINT_EVENT:
+            if pe is None or pe.name in STAMP_EVENTS:
                 continue
             ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
             base = (block.name, pe.name, pe.instruction_id, ident)

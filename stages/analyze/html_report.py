@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.terminal_report import identity_note
 from stages.formats.atomic_write import write_text_atomic
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
 h1{font-size:1.5em} h2{font-size:1.2em;margin-top:1.6em}
+.identity{background:#fff4d6;border-left:4px solid #e0a800;padding:.4em .8em}
 .verdict{display:inline-block;padding:.2em .8em;border-radius:4px;color:#fff;font-weight:bold}
 .pass{background:#2ca25f}.fail{background:#d62728}.not_evaluated{background:#888}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
@@ -81,7 +83,9 @@ def render_report(
         "max gap": _fmt(summary.get("max_gap")),
         "ETDump": summary.get("etdump"),
         "ETRecord": summary.get("etrecord"),
+        "program identity": (summary.get("program_identity") or {}).get("status"),
     }
+    note = identity_note(summary.get("program_identity"))
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>Delegate debugger report: {html.escape(str(summary.get('model')))}</title>",
@@ -89,6 +93,7 @@ def render_report(
         f"<h1>{html.escape(str(summary.get('model')))} on {html.escape(str(summary.get('backend')))}</h1>",
         f"<p>Verdict: <span class='verdict {html.escape(verdict)}'>{html.escape(verdict)}</span> "
         f"{html.escape(str(summary.get('verdict_reason', '')))}</p>",
+        f"<p class='identity'>{html.escape(note)}</p>" if note else "",
         "<dl>"
         + "".join(
             f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in facts.items()

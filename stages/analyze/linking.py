@@ -17,6 +17,7 @@ from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import (
     FINGERPRINT_EVENT,
     FINGERPRINT_PREFIX,
+    STAMP_EVENTS,
 )
 from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
 
@@ -26,7 +27,7 @@ MetadataParser = Callable[[bytes], dict[str, Any]]
 
 
 class ProgramMismatchError(Exception):
-    """The ETDump was not written by the program the ETRecord describes."""
+    """Files analysed together that do not belong together (ETDump, ETRecord, debug buffer)."""
 
 
 @dataclass(frozen=True)
@@ -154,15 +155,21 @@ def source_line(stack_trace: str) -> str:
     return f"{short}:{frame['line']} in {frame['fn']}: {frame['code'].strip()}"
 
 
-def dump_fingerprint(dump: ETDumpData) -> str | None:
+def dump_stamp(dump: ETDumpData, event_name: str) -> str | None:
+    """The sha256 a stamp event of our run stage carries, or None (e.g. ExecuTorch's ETDumps)."""
     for block in dump.run_data:
         for event in block.events:
             pe = event.profile_event
-            if pe is not None and pe.name == FINGERPRINT_EVENT:
+            if pe is not None and pe.name == event_name:
                 meta = pe.delegate_debug_metadata
                 if meta.startswith(FINGERPRINT_PREFIX):
                     return meta[len(FINGERPRINT_PREFIX) :].decode(errors="replace")
     return None
+
+
+def dump_fingerprint(dump: ETDumpData) -> str | None:
+    """The lowered program's sha256 the ETDump names, if it names one."""
+    return dump_stamp(dump, FINGERPRINT_EVENT)
 
 
 def check_same_program(dump: ETDumpData, index: ProgramIndex, etdump: str, etrecord: str) -> None:
@@ -181,7 +188,7 @@ def check_same_program(dump: ETDumpData, index: ProgramIndex, etdump: str, etrec
     for block in dump.run_data:  # each instruction recurs every iteration: check it once
         for event in block.events:
             pe, de = event.profile_event, event.debug_event
-            if pe is not None and pe.name != FINGERPRINT_EVENT:
+            if pe is not None and pe.name not in STAMP_EVENTS:
                 ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
                 key = (pe.name, pe.instruction_id, ident)
             elif de is not None and de.instruction_id >= 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.formats.etdump import ETDumpData, read_etdump
+from stages.formats.etdump import DebugBuffer, ETDumpData, read_debug_buffer, read_etdump
 from stages.formats.etdump.records import ETDumpError
 from stages.formats.etrecord import ETRecord
 
@@ -18,14 +18,14 @@ class AnalyzeInputError(Exception):
 class AnalysisInputs:
     etdump: ETDumpData
     etdump_path: Path
-    debug_buffer: bytes | None
+    debug_buffer: DebugBuffer | None
     debug_buffer_path: Path | None
     etrecord: ETRecord | None
     etrecord_path: Path | None
 
 
 def load_inputs(etdump: Path, debug_buffer: Path | None, etrecord: Path | None) -> AnalysisInputs:
-    """Read the three files; an ETRecord or debug buffer that is absent is simply None."""
+    """Read the three files (the buffer's trailer verified); an absent one is simply None."""
     if not Path(etdump).is_file():
         raise AnalyzeInputError(
             f"analyze.etdump={etdump}: no such file; run the run stage first or pass "
@@ -38,10 +38,8 @@ def load_inputs(etdump: Path, debug_buffer: Path | None, etrecord: Path | None) 
     buffer = None
     if debug_buffer is not None:
         try:
-            buffer = Path(debug_buffer).read_bytes()
-        except OSError as exc:
-            raise AnalyzeInputError(
-                f"analyze.debug_buffer={debug_buffer}: cannot read ({exc.strerror or exc})"
-            ) from exc
+            buffer = read_debug_buffer(Path(debug_buffer))
+        except ETDumpError as exc:
+            raise AnalyzeInputError(f"analyze.debug_buffer: {exc}") from exc
     record = ETRecord.load(etrecord) if etrecord is not None else None
     return AnalysisInputs(dump, Path(etdump), buffer, debug_buffer, record, etrecord)

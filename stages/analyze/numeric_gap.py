@@ -68,7 +68,7 @@ class GapRow:
     samples: int = 0
 
 
-def _decode(value: ValueRecord | None, buffer: bytes, where: str) -> Value:
+def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
     if value is None:
         return None
     if value.val == ValueType.TENSOR and value.tensor is not None:
@@ -79,7 +79,7 @@ def _decode(value: ValueRecord | None, buffer: bytes, where: str) -> Value:
 
 
 def runtime_outputs(
-    dump: ETDumpData, buffer: bytes, index: ProgramIndex, where: str = "debug buffer"
+    dump: ETDumpData, buffer: bytes | memoryview, index: ProgramIndex, where: str = "debug buffer"
 ) -> list[RuntimeOutput]:
     """Intermediate outputs of every capture block, in execution order, linked to handles."""
     outputs: list[RuntimeOutput] = []

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torch.export import ExportedProgram
+
 from stages.analyze.comparators import build_comparators
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
@@ -18,6 +20,12 @@ from stages.analyze.loading import AnalysisInputs, load_inputs
 from stages.analyze.metadata_parsers import resolve_parser
 from stages.analyze.numeric_gap import GapRow, compute_numeric_gap, runtime_outputs
 from stages.analyze.plots import plot_gap, plot_top_ops
+from stages.analyze.program_identity import (
+    UNPROVEN,
+    AnalysedFiles,
+    check_logged_outputs,
+    prove_identity,
+)
 from stages.analyze.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
 from stages.analyze.trace_export import build_trace, write_trace
 from stages.analyze.verdict import (
@@ -54,7 +62,10 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _numeric_gap(
-    inputs: AnalysisInputs, index: ProgramIndex, comparators: list[Any]
+    inputs: AnalysisInputs,
+    index: ProgramIndex,
+    comparators: list[Any],
+    program: ExportedProgram | None,
 ) -> tuple[list[GapRow], str]:
     """Gap rows, or none and the reason they cannot be computed."""
     record = inputs.etrecord
@@ -63,14 +74,14 @@ def _numeric_gap(
     if inputs.debug_buffer is None:
         return [], "no debug buffer: pass analyze.debug_buffer=PATH for numeric gaps"
     outputs = runtime_outputs(
-        inputs.etdump, inputs.debug_buffer, index, str(inputs.debug_buffer_path)
+        inputs.etdump, inputs.debug_buffer.payload, index, str(inputs.debug_buffer_path)
     )
     if not outputs:
         return [], (
             "the ETDump holds no intermediate outputs (runtime.debug_level=intermediate_outputs)"
         )
     _, rows = compute_numeric_gap(
-        outputs, record.exported_program(), record.representative_inputs, comparators
+        outputs, program or record.exported_program(), record.representative_inputs, comparators
     )
     return rows, ""
 
@@ -157,6 +168,12 @@ def run_analyze(
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
+    files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
+    identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files)
+    program = None
+    if identity.status == UNPROVEN and record is not None:  # check what can be checked
+        program = record.exported_program()
+        identity = check_logged_outputs(identity, inputs.etdump, index, program)
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
     parser = resolve_parser(
         cfg.delegate_metadata_parser,
@@ -171,7 +188,7 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    gap_rows, reason = _numeric_gap(inputs, index, comparators)
+    gap_rows, reason = _numeric_gap(inputs, index, comparators, program)
     verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason)
     gap_seconds = time.perf_counter() - gap_started
     metric, better = verdict.metric, verdict.higher_is_better
@@ -196,6 +213,7 @@ def run_analyze(
         cfg.time_unit,
         cfg.top_k,
     )
+    summary["program_identity"] = identity.record()
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_gaps = {
         tuple(g["debug_handles"]): clean(

@@ -18,6 +18,22 @@ def _ops(names: Any, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def identity_note(identity: Any) -> str:
+    """One line when the files are not proven to belong together: why, and what was checked."""
+    if not isinstance(identity, dict) or identity.get("status") != "unproven":
+        return ""
+    note = "program identity NOT proven: " + "; ".join(identity.get("reasons", []))
+    checked, bad = identity.get("checked_outputs", 0), identity.get("shape_or_dtype_mismatches", 0)
+    note += f". Checked instead: {checked} logged output(s) against the ETRecord's reference"
+    if bad:
+        examples = identity.get("mismatch_examples") or [""]
+        return (
+            note
+            + f", {bad} disagree in shape/dtype (e.g. {examples[0]}): the files may not belong together"
+        )
+    return note + ", shapes and dtypes agree"
+
+
 def format_terminal_report(summary_path: Path) -> str:
     """Plain text read from summary.json, so it is the same wherever the summary came from."""
     s = json.loads(Path(summary_path).read_text())
@@ -30,6 +46,9 @@ def format_terminal_report(summary_path: Path) -> str:
     ]
     if s.get("verdict_reason"):
         lines.append(f"   {s['verdict_reason']}")
+    identity = identity_note(s.get("program_identity"))
+    if identity:
+        lines.append(f"   {identity}")
     if s.get("latency_p50_ms") is not None:
         lines.append(
             f"latency p50 {_num(s['latency_p50_ms'])} ms, p90 {_num(s.get('latency_p90_ms'))} ms; "

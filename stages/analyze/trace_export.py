@@ -20,7 +20,7 @@ from stages.analyze.linking import (
 )
 from stages.formats.atomic_write import write_text_atomic
 from stages.formats.etdump import ETDumpData
-from stages.formats.etdump.records import DELEGATE_CALL_EVENT, FINGERPRINT_EVENT
+from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS
 
 OPERATOR_LANE = 1
 
@@ -38,7 +38,7 @@ def build_trace(
         delegate_base: float | None = None
         for event in block.events:
             pe = event.profile_event
-            if pe is None or pe.name == FINGERPRINT_EVENT:
+            if pe is None or pe.name in STAMP_EVENTS:
                 continue
             ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
             key = (pe.name, pe.instruction_id, ident)

@@ -12,6 +12,7 @@ the instruction id of the DELEGATE_CALL they run in, so the analysis can find th
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Sequence
@@ -34,7 +35,11 @@ from stages.formats.etdump import (
     ValueType,
     write_etdump,
 )
-from stages.formats.etdump.records import FINGERPRINT_EVENT, FINGERPRINT_PREFIX
+from stages.formats.etdump.records import (
+    DEBUG_BUFFER_EVENT,
+    FINGERPRINT_EVENT,
+    FINGERPRINT_PREFIX,
+)
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 
 _now = time.perf_counter_ns
@@ -81,6 +86,7 @@ class EventTracer:
         self._events: list[Any] = []
         self._allocators: list[str] = []
         self._buffer = DebugBufferWriter()
+        self._program_fingerprint: str | None = None
         self._chain = 0
         self._instruction = -1
         self._bundled_input = -1
@@ -277,6 +283,7 @@ class EventTracer:
         another program.
         """
         self._require_block()
+        self._program_fingerprint = fingerprint
         now = _now()
         meta = FINGERPRINT_PREFIX + fingerprint.encode()
         self._events.append(("p", FINGERPRINT_EVENT, -1, -1, -1, "", meta, now, now))
@@ -315,7 +322,24 @@ class EventTracer:
     def write_etdump(
         self, etdump_path: Path, debug_buffer_path: Path | None = None
     ) -> tuple[int, int]:
-        """Write the ETDump and the debug buffer (only the bytes used); returns their sizes."""
-        size = write_etdump(etdump_path, self.etdump())
-        debug = self._buffer.write(debug_buffer_path) if debug_buffer_path is not None else 0
+        """Write the ETDump and the debug buffer (only the bytes used); returns their sizes.
+
+        The buffer's trailer names the program; the ETDump's first block gets a zero-length
+        `DebugBuffer::fingerprint` event with the buffer's sha256, so the analysis can pair them.
+        """
+        dump = self.etdump()
+        if debug_buffer_path is not None and dump.run_data:
+            now = _now()
+            meta = FINGERPRINT_PREFIX + self._buffer.payload_sha256().encode()
+            stamp = ProfileEvent(DEBUG_BUFFER_EVENT, -1, -1, -1, "", meta, now, now)
+            first = dump.run_data[0]
+            dump.run_data[0] = dataclasses.replace(
+                first, events=[*first.events, Event(profile_event=stamp)]
+            )
+        size = write_etdump(etdump_path, dump)
+        debug = (
+            self._buffer.write(debug_buffer_path, self._program_fingerprint)
+            if debug_buffer_path is not None
+            else 0
+        )
         return size, debug

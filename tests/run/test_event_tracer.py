@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.formats.etdump import read_etdump, tensor_from_buffer
+from stages.formats.etdump import parse_debug_buffer, read_etdump, tensor_from_buffer
+from stages.formats.etdump.records import DEBUG_BUFFER_EVENT
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.run.event_tracer import EventFilter, EventTracer, EventTracerError
 
@@ -25,6 +26,8 @@ def test_operator_delegate_debug_and_allocation_events_reach_the_file(tmp_path: 
     (block,) = read_etdump(tmp_path / "e.etdp").run_data
     assert block.allocators == ["activations"]
     profile = [e.profile_event for e in block.events if e.profile_event]
+    *profile, stamp = profile  # the debug buffer's sha256 pairs the two files
+    assert stamp.name == DEBUG_BUFFER_EVENT and stamp.start_time == stamp.end_time
     kernel_event, post_time, delegate_call = profile
     assert (
         kernel_event.delegate_debug_id_int,
@@ -41,7 +44,10 @@ def test_operator_delegate_debug_and_allocation_events_reach_the_file(tmp_path: 
     buffer = (tmp_path / "d.bin").read_bytes()
     assert torch.equal(tensor_from_buffer(buffer, debug[0].debug_entry.tensor), torch.ones(2, 2))
     assert [tuple(t.sizes) for t in debug[1].debug_entry.tensor_list] == [(3,), (1,)]
-    assert len(buffer) < 256  # only the bytes used, 64-byte aligned
+    assert len(buffer) < 256  # only the bytes used, 64-byte aligned, and the trailer
+    parsed = parse_debug_buffer(buffer)
+    assert stamp.delegate_debug_metadata == b"sha256:" + parsed.content_sha256().encode()
+    assert parsed.program_fingerprint is None  # no program logged its fingerprint here
 
 
 def test_filter_drops_events_before_they_are_recorded(tmp_path: Path) -> None:

@@ -2,10 +2,18 @@
 
 write_etdump(path, ETDumpData(...))        # records -> file, with the flatbuffers runtime
 read_etdump(path_or_bytes) -> ETDumpData   # bounds-checked; ETDumpError on bad input
+read_debug_buffer(path) -> DebugBuffer      # tensor bytes + our trailer (program, sha256)
 tensor_from_buffer(debug_bytes, record)    # a logged tensor from the debug buffer
 """
 
-from stages.formats.etdump.debug_buffer import DebugBufferWriter, tensor_from_buffer
+from stages.formats.etdump.debug_buffer import (
+    DebugBuffer,
+    DebugBufferError,
+    DebugBufferWriter,
+    parse_debug_buffer,
+    read_debug_buffer,
+    tensor_from_buffer,
+)
 from stages.formats.etdump.reader import read_etdump, read_etdump_bytes
 from stages.formats.etdump.records import (
     AllocationEvent,
@@ -24,6 +32,8 @@ from stages.formats.etdump.writer import write_etdump, write_etdump_bytes
 
 __all__ = [
     "AllocationEvent",
+    "DebugBuffer",
+    "DebugBufferError",
     "DebugBufferWriter",
     "DebugEvent",
     "ETDumpData",
@@ -35,6 +45,8 @@ __all__ = [
     "TensorRecord",
     "ValueRecord",
     "ValueType",
+    "parse_debug_buffer",
+    "read_debug_buffer",
     "read_etdump",
     "read_etdump_bytes",
     "tensor_from_buffer",

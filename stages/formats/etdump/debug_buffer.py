@@ -1,9 +1,18 @@
-"""The debug buffer: logged tensors, 64-byte aligned, only the bytes used."""
+"""The debug buffer: logged tensors, 64-byte aligned, only the bytes used, then our trailer.
+
+ExecuTorch's buffer is the tensor bytes alone and the ETDump's offsets count from its start. Ours
+is the same bytes followed by an 80-byte trailer (program sha256, payload sha256, payload size,
+magic), so offsets still point right, ExecuTorch's readers ignore the tail, and a buffer says
+which program wrote it. A buffer without the trailer (ExecuTorch's) reads as before.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -11,6 +20,11 @@ import torch
 from stages.formats.etdump.records import ETDumpError, ScalarType, TensorRecord
 
 ALIGNMENT = 64
+TRAILER_MAGIC = b"DDBGBUF1"
+# program sha256, payload sha256 (raw digests), payload size, magic: the magic ends the file.
+_TRAILER = struct.Struct("<32s32sQ8s")
+TRAILER_SIZE = _TRAILER.size
+_NO_PROGRAM = bytes(32)
 _TO_SCALAR = {
     torch.uint8: ScalarType.BYTE,
     torch.int8: ScalarType.CHAR,
@@ -26,11 +40,33 @@ _TO_SCALAR = {
 _FROM_SCALAR = {int(v): k for k, v in _TO_SCALAR.items()}
 
 
+class DebugBufferError(ETDumpError):
+    """A debug buffer that is truncated, altered, or not the one its ETDump was written with."""
+
+
+@dataclass(frozen=True)
+class DebugBuffer:
+    """The tensor bytes the ETDump points into, and what our trailer says about them."""
+
+    payload: memoryview
+    program_fingerprint: str | None  # sha256 of the lowered program; None: no trailer/unknown
+    payload_sha256: str | None  # None: no trailer (e.g. written by ExecuTorch)
+
+    @property
+    def has_trailer(self) -> bool:
+        return self.payload_sha256 is not None
+
+    def content_sha256(self) -> str:
+        """sha256 of the payload (recorded in the trailer, else computed)."""
+        return self.payload_sha256 or hashlib.sha256(self.payload).hexdigest()
+
+
 class DebugBufferWriter:
     """Appends tensors; `records` describe them by dtype, sizes, strides and offset."""
 
     def __init__(self) -> None:
         self._chunks: list[bytes] = []
+        self._digest = hashlib.sha256()
         self.size = 0
 
     def append(self, tensor: torch.Tensor) -> TensorRecord:
@@ -40,21 +76,77 @@ class DebugBufferWriter:
             t, scalar = t.to(torch.float32), ScalarType.FLOAT
         pad = (-self.size) % ALIGNMENT
         if pad:
-            self._chunks.append(b"\0" * pad)
-            self.size += pad
+            self._add(b"\0" * pad)
         offset = self.size
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        self._chunks.append(raw)
-        self.size += len(raw)
+        self._add(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         return TensorRecord(int(scalar), tuple(t.shape), tuple(t.stride()), offset)
 
-    def write(self, path: Path) -> int:
+    def _add(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._digest.update(chunk)
+        self.size += len(chunk)
+
+    def payload_sha256(self) -> str:
+        """sha256 of the tensor bytes so far (the ETDump records it to pair the two files)."""
+        return self._digest.hexdigest()
+
+    def write(self, path: Path, program_fingerprint: str | None = None) -> int:
+        """Payload + trailer, atomically; returns the file size."""
+        program = bytes.fromhex(program_fingerprint) if program_fingerprint else _NO_PROGRAM
+        if len(program) != 32:
+            raise DebugBufferError(f"program fingerprint {program_fingerprint!r} is not a sha256")
+        trailer = _TRAILER.pack(program, self._digest.digest(), self.size, TRAILER_MAGIC)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with tmp.open("wb") as fh:
             for chunk in self._chunks:
                 fh.write(chunk)
+            fh.write(trailer)
         os.replace(tmp, path)
-        return self.size
+        return self.size + TRAILER_SIZE
+
+
+def parse_debug_buffer(data: bytes, where: str = "debug buffer") -> DebugBuffer:
+    """Split off and verify our trailer; bytes without one are all payload (ExecuTorch's)."""
+    view = memoryview(data)
+    if len(data) < TRAILER_SIZE or data[-len(TRAILER_MAGIC) :] != TRAILER_MAGIC:
+        return DebugBuffer(view, None, None)
+    program, digest, size, _ = _TRAILER.unpack_from(data, len(data) - TRAILER_SIZE)
+    if size != len(data) - TRAILER_SIZE:
+        raise DebugBufferError(
+            f"{where}: its trailer records {size} bytes of tensors but the file holds "
+            f"{len(data) - TRAILER_SIZE}: truncated or altered; re-run the run stage to write it"
+        )
+    payload = view[:size]
+    if hashlib.sha256(payload).digest() != digest:
+        raise DebugBufferError(
+            f"{where}: its tensor bytes do not match the sha256 in its trailer: the file was "
+            "altered or corrupted after it was written; re-run the run stage to write it again"
+        )
+    return DebugBuffer(payload, None if program == _NO_PROGRAM else program.hex(), digest.hex())
+
+
+def read_debug_buffer(path: Path) -> DebugBuffer:
+    """Read and verify a debug buffer file; DebugBufferError names the file and the problem."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DebugBufferError(
+            f"{path}: cannot read the debug buffer ({exc.strerror or exc})"
+        ) from exc
+    return parse_debug_buffer(data, str(path))
+
+
+def scalar_dtype(scalar_type: int) -> torch.dtype | None:
+    """The torch dtype of an ExecuTorch ScalarType number, None when this reader lacks it."""
+    return _FROM_SCALAR.get(scalar_type)
+
+
+def tensor_nbytes(record: TensorRecord) -> int | None:
+    """Bytes a record's tensor spans in the buffer; None when its dtype or sizes are unreadable."""
+    dtype = _FROM_SCALAR.get(record.scalar_type)
+    if dtype is None or any(s < 0 for s in record.sizes):
+        return None
+    return math.prod(record.sizes) * dtype.itemsize
 
 
 def tensor_from_buffer(

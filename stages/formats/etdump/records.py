@@ -12,6 +12,10 @@ ETDUMP_VERSION = 0
 # the analysis can tell an ETDump from another program (ExecuTorch's tools see a plain event).
 FINGERPRINT_EVENT = "Program::fingerprint"
 FINGERPRINT_PREFIX = b"sha256:"
+# Likewise, the sha256 of the debug buffer's tensor bytes written with this ETDump: the pair proves
+# it belongs together. Neither stamp is a runtime event: tables and traces leave them out.
+DEBUG_BUFFER_EVENT = "DebugBuffer::fingerprint"
+STAMP_EVENTS = frozenset({FINGERPRINT_EVENT, DEBUG_BUFFER_EVENT})
 # Names ExecuTorch's runtime gives its own events and event blocks; the run stage writes them,
 # the analysis reads them.
 METHOD_EVENT = "Method::execute"

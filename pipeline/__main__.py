@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import sys
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
+from pipeline.cpu_threads import set_passive_wait_policy
 
-from pipeline.config import register_configs
-from pipeline.errors import PipelineError
-from pipeline.hydra_run import run_from_hydra
-from pipeline.run_dirs import register_run_suffix
+set_passive_wait_policy()  # before anything loads torch's OpenMP runtime
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from pipeline.config import register_configs  # noqa: E402
+from pipeline.errors import PipelineError  # noqa: E402
+from pipeline.hydra_run import run_from_hydra  # noqa: E402
+from pipeline.run_dirs import register_run_suffix  # noqa: E402
 
 register_configs()
 register_run_suffix()

@@ -11,6 +11,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from pipeline.cpu_threads import limit_threads
 from pipeline.runner import PipelineResult, run_pipeline
 
 log = logging.getLogger("pipeline")
@@ -23,12 +24,10 @@ def _share_cores(hydra_cfg: Any) -> None:
     n_jobs = OmegaConf.select(hydra_cfg, "launcher.n_jobs")
     if not isinstance(n_jobs, int) or n_jobs == 1:
         return
-    import torch  # here, so `--help` and `--cfg job` stay fast
-
     cores = os.cpu_count() or 1
     parallel = cores if n_jobs < 0 else min(n_jobs, cores)
     threads = max(1, cores // parallel)
-    torch.set_num_threads(threads)
+    limit_threads(threads)
     log.info(
         "sweep job: %d parallel jobs on %d cores, torch uses %d thread(s)", parallel, cores, threads
     )

@@ -15,6 +15,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.config import STAGE_ORDER
+from pipeline.cpu_threads import use_free_cores
 from pipeline.errors import StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
 from pipeline.run_dirs import default_run_dir_name
@@ -117,6 +118,7 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
             else "no finished run with this fingerprint"
         )
         log.debug("[%s] running (%s)", name, reason)
+        use_free_cores()
         artifacts = spec.call(cfg, run_dir)
         outputs = output_paths(artifacts, run_dir)
         cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)

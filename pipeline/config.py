@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from stages.analyze.config import AnalyzeConfig
 from stages.export.config import ExportConfig, InputsConfig, ModelConfig
@@ -62,11 +62,19 @@ class PipelineConfig:
     cache: bool = True
 
 
+def _model_schema() -> Any:
+    """ModelConfig with an open `kwargs` dict, so `model.kwargs.NAME=VALUE` passes any argument
+    (the factory's signature checks the names when the model is built)."""
+    node = OmegaConf.structured(ModelConfig)
+    OmegaConf.set_struct(node.kwargs, False)
+    return node
+
+
 def register_configs() -> None:
     """Register the top-level schema and one schema per config group."""
     cs = ConfigStore.instance()
     cs.store(name="pipeline_schema", node=PipelineConfig)
-    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="model", name="model_schema", node=_model_schema())
     cs.store(group="backend", name="backend_schema", node=BackendConfig)
     cs.store(group="runtime", name="runtime_schema", node=RuntimeConfig)
     cs.store(group="analyze", name="analyze_schema", node=AnalyzeConfig)

@@ -20,3 +20,7 @@ class StageFailedError(PipelineError):
             f"stage '{stage}' failed: {type(cause).__name__}: {cause}\n"
             f"Fix the cause, then resume (finished stages are reused):\n  {resume_command}"
         )
+
+
+class ModelOptionError(PipelineError):
+    """The model config lacks what the export stage needs (e.g. `model=custom` without a target)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -42,4 +43,4 @@ def run_from_hydra(cfg: DictConfig) -> PipelineResult:
     _share_cores(hydra_cfg)
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("hydra.run.dir=")]
     resume = shlex.join(["python", "-m", "pipeline", *overrides, f"hydra.run.dir={run_dir}"])
-    return run_pipeline(cfg, resume_command=resume)
+    return run_pipeline(cfg, resume_command=resume, base_dir=Path(hydra_cfg.runtime.cwd))

@@ -18,6 +18,7 @@ from pipeline.config import STAGE_ORDER
 from pipeline.cpu_threads import use_free_cores
 from pipeline.errors import StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
+from pipeline.model_option import settle_model_option
 from pipeline.run_dirs import default_run_dir_name
 from pipeline.stage_cache import StageCache
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
@@ -178,9 +179,14 @@ def run_pipeline(
     resume_command: str | None = None,
     tracker: Tracker | None = None,
     print_summary: bool = True,
+    base_dir: Path | None = None,
 ) -> PipelineResult:
-    """Run `cfg.stages` in order into `cfg.run_dir`; usable with or without Hydra."""
+    """Run `cfg.stages` in order into `cfg.run_dir`; usable with or without Hydra.
+
+    `base_dir` (default: the working directory) is where relative model file paths start."""
     names = select_stages(list(cfg.stages))
+    if "export" in names:
+        settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = _attach_log_file(run_dir)

@@ -42,6 +42,14 @@ def _export_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
     return [Path(cfg.inputs.path).expanduser().resolve()] if cfg.inputs.path else []
 
 
+def _export_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    """The model's source file: editing your model invalidates a cached export."""
+    from stages.export.model_target import target_source_file
+
+    source = target_source_file(str(cfg.model._target_), Path.cwd())
+    return [source] if source is not None else []
+
+
 def _call_export(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.export.stage import run_export
 
@@ -120,7 +128,7 @@ STAGES: dict[str, StageSpec] = {
         ("model", "inputs", "export"),
         ("stages.export", "stages.formats"),
         _export_inputs,
-        _none,
+        _export_optional,
         _call_export,
         produced_by="config",
     ),

@@ -19,11 +19,13 @@ class InputSpec:
 
 @dataclass
 class ModelConfig:
-    """A model: an importable nn.Module factory (`_target_`), its kwargs and input specs."""
+    """A model: an nn.Module factory (`_target_`: `pkg.mod.fn` or `./file.py:fn`), its kwargs
+    and input specs. `kwargs_for` names the factory a zoo option's kwargs were written for."""
 
     name: str = MISSING
     _target_: str = MISSING
     kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs_for: str | None = None
     inputs: list[InputSpec] = MISSING
     checkpoint: str | None = None
     seed: int = 0

@@ -10,66 +10,81 @@ from typing import Any
 import torch
 from torch import nn
 
-from stages.dotted_import import import_dotted
 from stages.export.config import ModelConfig
+from stages.export.model_target import ModelConfigError, import_target
 from stages.formats.safe_load import UnsafePayloadError, load_tensors
 
-
-class ModelConfigError(ValueError):
-    """The model config names something that cannot be built; the message names the option."""
+_NO_ANNOTATION = inspect.Signature.empty
 
 
-def import_object(target: str, option: str) -> Any:
-    """'pkg.module.attr' → the object; a clear error naming the config option otherwise."""
-    if "." not in target:
-        raise ModelConfigError(
-            f"{option}={target!r} is not a dotted path like 'pkg.module.factory'"
-        )
+def _return_class(factory: Callable[..., Any]) -> type | None:
+    """The nn.Module class a factory's return annotation names, if it names one."""
     try:
-        return import_dotted(target)
-    except (ImportError, AttributeError) as exc:
-        raise ModelConfigError(f"{option}={target!r}: cannot import it ({exc})") from exc
+        annotation = inspect.signature(factory).return_annotation
+    except (TypeError, ValueError):
+        return None
+    if isinstance(annotation, str):
+        annotation = getattr(inspect.getmodule(factory), annotation, None)
+    if annotation is _NO_ANNOTATION or not inspect.isclass(annotation):
+        return None
+    return annotation if issubclass(annotation, nn.Module) else None
 
 
 def _accepted_kwargs(factory: Callable[..., Any]) -> tuple[set[str], bool]:
-    target = factory.__init__ if inspect.isclass(factory) else factory
-    params = inspect.signature(target).parameters
+    """(parameter names, open-ended?) of a factory; a `**kwargs` factory is checked against the
+    nn.Module class its return annotation names, if any."""
+    if inspect.isclass(factory):
+        target: Callable[..., Any] = factory.__init__
+        forwarded: type | None = None
+    else:
+        target, forwarded = factory, _return_class(factory)
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return set(), True  # a builtin or C callable: let the call itself check
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        # A **kwargs factory that forwards to a class: check against the class it returns.
-        hints = inspect.signature(factory).return_annotation
-        if inspect.isclass(hints):
-            return _accepted_kwargs(hints)
+        if forwarded is not None and forwarded is not factory:
+            return _accepted_kwargs(forwarded)
         return set(), True
     return {n for n in params if n != "self"}, False
 
 
-def _resolve_return_class(factory: Callable[..., Any]) -> Callable[..., Any]:
-    annotation = inspect.signature(factory).return_annotation
-    if isinstance(annotation, str):
-        module = inspect.getmodule(factory)
-        annotation = getattr(module, annotation, annotation)
-    return annotation if inspect.isclass(annotation) else factory
+def _check_kwargs_belong(cfg: ModelConfig) -> None:
+    """A zoo option's kwargs were written for its own factory: never pass them to another one."""
+    if not cfg.kwargs or not cfg.kwargs_for or cfg.kwargs_for == cfg._target_:
+        return
+    names = ", ".join(sorted(cfg.kwargs))
+    raise ModelConfigError(
+        f"model={cfg.name} sets model.kwargs ({names}) for {cfg.kwargs_for}, but "
+        f"model._target_={cfg._target_}. To bring your own model start from the empty option: "
+        f"`model=custom model._target_={cfg._target_}` (its arguments as "
+        "model.kwargs.NAME=VALUE, its inputs as model.inputs=[{shape:[...]}]); to pass these "
+        f"kwargs on anyway add model.kwargs_for={cfg._target_}"
+    )
 
 
-def build_model(cfg: ModelConfig) -> nn.Module:
-    """The model in eval mode with seeded random weights (or the checkpoint's)."""
-    factory = import_object(cfg._target_, "model._target_")
+def build_model(cfg: ModelConfig, base_dir: Path | None = None) -> nn.Module:
+    """The model in eval mode with seeded random weights (or the checkpoint's).
+
+    A relative file-form `_target_` is taken from `base_dir` (default: the working directory)."""
+    factory = import_target(cfg._target_, "model._target_", base_dir or Path.cwd())
     if not callable(factory):
         raise ModelConfigError(f"model._target_={cfg._target_!r} is not callable")
+    _check_kwargs_belong(cfg)
     kwargs = dict(cfg.kwargs or {})
-    accepted, open_ended = _accepted_kwargs(_resolve_return_class(factory))
+    accepted, open_ended = _accepted_kwargs(factory)
     unknown = sorted(set(kwargs) - accepted) if not open_ended else []
     if unknown:
         raise ModelConfigError(
             f"model.kwargs.{unknown[0]} is not a parameter of {cfg._target_} "
-            f"(model '{cfg.name}'); valid: {', '.join(sorted(accepted))}"
+            f"(model '{cfg.name}'); valid: {', '.join(sorted(accepted)) or 'none'}"
         )
     torch.manual_seed(cfg.seed)
     try:
         model = factory(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ModelConfigError(
-            f"model '{cfg.name}' ({cfg._target_}) rejected its kwargs: {exc}"
+            f"model '{cfg.name}' ({cfg._target_}) rejected its kwargs {sorted(kwargs)}: {exc}"
         ) from exc
     if not isinstance(model, nn.Module):
         raise ModelConfigError(
@@ -97,3 +112,6 @@ def _load_checkpoint(model: nn.Module, path: Path, name: str) -> None:
             f"model.checkpoint={path} does not fit model '{name}': {first}. "
             "Check the model kwargs match the checkpoint's architecture."
         ) from exc
+
+
+__all__ = ["ModelConfigError", "build_model"]

@@ -134,7 +134,7 @@ def run_lower(
     """Partition, preprocess each partition, write the program and the complete ETRecord."""
     load_started = time.perf_counter()
     program_bytes = exported_program.read_bytes()
-    program = load_exported_program(program_bytes)
+    program = load_exported_program(program_bytes, str(exported_program))
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
     fault = _fault(backend, program)

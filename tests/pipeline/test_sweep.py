@@ -54,7 +54,7 @@ def test_sweep_logs_children_under_one_parent_and_exports_each_model_once(tmp_pa
     for model in ("mlp", "three_inputs"):
         mine = [text for name, text in logs.items() if f"-{model}-" in name]
         assert len(mine) == 2
-        assert sum("[export] running" in t for t in mine) == 1, model
+        assert sum("[export] done" in t for t in mine) == 1, model
         assert sum("[export] reused" in t for t in mine) == 1, model
     assert "== sweep: 4 jobs, 0 failed ==" in result.stdout
 

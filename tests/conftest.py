@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 from omegaconf import DictConfig
 
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
+from tests.helpers.optional import REQUIRE_ENV
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator:
+    """With $REQUIRE_OPTIONAL_PARTS=1 (CI) a skipped test is a failed test."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get(REQUIRE_ENV) == "1" and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but {REQUIRE_ENV}=1 requires every optional part: {reason}"
 
 
 @pytest.fixture

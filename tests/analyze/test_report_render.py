@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.analyze_runs import RunTiny, read_summary
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.fail("headless Chromium is required: apt-get install chromium (done by .ci/run)")
+from tests.helpers.optional import chromium_path
 
 
 def test_report_renders_with_every_plot(run_tiny: RunTiny, tmp_path: Path) -> None:
@@ -25,7 +15,7 @@ def test_report_renders_with_every_plot(run_tiny: RunTiny, tmp_path: Path) -> No
     report = run_dir / "report.html"
     assert "http://" not in report.read_text() and "https://" not in report.read_text()
     command = [
-        _chromium(),
+        chromium_path(),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",

@@ -1,0 +1,30 @@
+"""Optional parts (extras, a browser): a test that needs one skips, naming what to install.
+
+`.ci/run` sets REQUIRE_OPTIONAL_PARTS=1, and tests/conftest.py then turns every skip into a
+failure, so CI proves each of these tests instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+
+import pytest
+
+REQUIRE_ENV = "REQUIRE_OPTIONAL_PARTS"
+EXECUTORCH_HINT = "optional extra: pip install -e '.[executorch]'"
+
+
+def require_executorch() -> None:
+    """Skip unless ExecuTorch 1.5.1 (the `[executorch]` extra) is importable."""
+    if importlib.util.find_spec("executorch") is None:
+        pytest.skip(f"needs ExecuTorch ({EXECUTORCH_HINT})")
+
+
+def chromium_path() -> str:
+    """A headless-capable Chromium, or skip naming the Debian package."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("needs headless Chromium: apt-get install chromium (.ci/run installs it)")

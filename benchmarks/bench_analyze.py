@@ -2,13 +2,14 @@
 
 - the analyze stage's time for the default vit beside the run stage's;
 - numeric gap time on a 4-block ViT vs ExecuTorch's Inspector.calculate_numeric_gap on the same
-  model (its own lowering and runtime), when the side venv of .ci/run is there.
+  model (its own lowering and runtime), when the `[executorch]` extra is installed.
 
     PYTHONPATH=. python benchmarks/bench_analyze.py
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -29,7 +30,6 @@ from tests.helpers.configs import compose_config
 
 REPO = Path(__file__).resolve().parents[1]
 VIT4 = {"image_size": 224, "patch_size": 16, "dim": 192, "depth": 4, "heads": 3}
-ET_PYTHON = os.environ.get("EXECUTORCH_PYTHON", str(REPO / ".ci/.executorch-venv/bin/python"))
 
 
 def _pipeline(root: Path, label: str, *overrides: str) -> tuple[Path, dict[str, float]]:
@@ -84,11 +84,11 @@ def main() -> None:
         f"snr only {one:.3f} s; mse+l1+snr {three:.3f} s"
     )
 
-    if not Path(ET_PYTHON).is_file():
-        print(f"ExecuTorch side skipped: no interpreter at {ET_PYTHON} (see .ci/run)")
+    if importlib.util.find_spec("executorch") is None:
+        print("ExecuTorch side skipped: pip install -e '.[executorch]'")
         return
     proc = subprocess.run(
-        [ET_PYTHON, str(REPO / "benchmarks/executorch_numeric_gap.py"), json.dumps(VIT4)],
+        [sys.executable, str(REPO / "benchmarks/executorch_numeric_gap.py"), json.dumps(VIT4)],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},

@@ -3,10 +3,9 @@
 - tracer overhead: median iteration with profiling on ÷ off (target ≤ 1.05);
 - executor with the tracer off ÷ torch eager forward of the same exported program (≤ 1.15);
 - read_etdump of a 100-iteration ETDump vs ExecuTorch's Inspector on the same file (≥ 10×),
-  when executorch is importable (run this script with the side venv's python for that part).
+  when the `[executorch]` extra is installed.
 
-    python benchmarks/bench_run.py              # ratios 1 and 2
-    .ci/.executorch-venv/bin/python benchmarks/bench_run.py   # all three
+    PYTHONPATH=. python benchmarks/bench_run.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ExecuTorch's side of bench_analyze.py: its own lowering, runtime and Inspector, timed.
 
-Run only with an interpreter that has executorch 1.5.1 (+ torchao): the side venv of .ci/run.
+Needs the `[executorch]` extra (executorch 1.5.1 with torchao).
 Prints one JSON line: seconds per calculate_numeric_gap call, rows, Inspector construction time.
 """
 

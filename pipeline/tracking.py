@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pipeline.dependency_logs import quiet_dependency_logs
 from pipeline.fingerprint import flatten_config
 from pipeline.hard_links import link_or_copy
 
@@ -130,6 +131,7 @@ def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = Non
     """Create the store (under a lock) and the experiment if needed; return its id."""
     from mlflow.tracking import MlflowClient
 
+    quiet_dependency_logs()
     with store_lock(uri):
         client = MlflowClient(tracking_uri=uri)
         found = client.get_experiment_by_name(experiment)

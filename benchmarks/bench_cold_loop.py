@@ -1,0 +1,140 @@
+"""The whole loop as a user meets it, side by side with ExecuTorch's own loop (issue 10):
+
+- cold `python -m pipeline model=vit backend=xnnpack` (fresh directory: new MLflow store, empty
+  cache) vs `benchmarks/executorch_loop.py` (ExecuTorch's export -> lower -> run -> Inspector of
+  the same model), alternated A B A B; target ours <= 1/3 of ExecuTorch's;
+- the same command again in the same directory (every stage reused); target <= 1/5 of cold;
+- `python -m pipeline --help` and a config error; target <= 1 s each;
+- with `--load`: the same pair again while two CPU-bound processes run; target: our
+  loaded/quiet ratio <= ExecuTorch's.
+
+    PYTHONPATH=. python benchmarks/bench_cold_loop.py [--reps 3] [--load]
+
+Whole-process wall times from time.perf_counter around each subprocess; medians are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+ENV.pop("MLFLOW_TRACKING_URI", None)
+OURS = [sys.executable, "-m", "pipeline", "model=vit", "backend=xnnpack"]
+STAGE_ROW = re.compile(r"^(export|lower|run|analyze)\s+(done|reused)\s+([\d.]+)$", re.M)
+
+
+def _timed(command: list[str], cwd: Path) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=900)
+    seconds = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return seconds, done.stdout + done.stderr
+
+
+def _ours_cold_and_reused() -> tuple[float, float, dict[str, float]]:
+    with tempfile.TemporaryDirectory(prefix="bench_cold_") as tmp:
+        cold, out = _timed(OURS, Path(tmp))
+        reused, _ = _timed(OURS, Path(tmp))
+    stages = {m.group(1): float(m.group(3)) for m in STAGE_ROW.finditer(out)}
+    return cold, reused, stages
+
+
+def _executorch() -> tuple[float, dict[str, float]]:
+    with tempfile.TemporaryDirectory(prefix="bench_et_") as tmp:
+        script = str(REPO / "benchmarks" / "executorch_loop.py")
+        seconds, out = _timed([sys.executable, script, tmp], Path(tmp))
+    steps = json.loads(out.strip().splitlines()[-1])["steps_s"] if "steps_s" in out else {}
+    return seconds, steps
+
+
+@contextlib.contextmanager
+def _cpu_load(processes: int) -> Iterator[None]:
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)
+    ]
+    try:
+        time.sleep(1.0)
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def _pairs(reps: int) -> dict[str, list]:
+    got: dict[str, list] = {"cold": [], "reused": [], "stages": [], "et": [], "et_steps": []}
+    for _ in range(reps):
+        cold, reused, stages = _ours_cold_and_reused()
+        et, steps = _executorch()
+        got["cold"].append(cold)
+        got["reused"].append(reused)
+        got["stages"].append(stages)
+        got["et"].append(et)
+        got["et_steps"].append(steps)
+    return got
+
+
+def _median_parts(rows: list[dict[str, float]]) -> str:
+    keys = sorted({k for row in rows for k in row}, key=lambda k: list(rows[0]).index(k))
+    return ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.2f}" for k in keys)
+
+
+def _report(label: str, got: dict[str, list]) -> tuple[float, float]:
+    cold, et = statistics.median(got["cold"]), statistics.median(got["et"])
+    ratios = [a / b for a, b in zip(got["cold"], got["et"], strict=True)]
+    reuse = [b / a for a, b in zip(got["cold"], got["reused"], strict=True)]
+    print(f"== {label} ({len(got['cold'])} pairs) ==")
+    print(f"ours cold: median {cold:.2f} s  [{_median_parts(got['stages'])}]")
+    print(f"ExecuTorch loop: median {et:.2f} s  [{_median_parts(got['et_steps'])}]")
+    print(
+        f"ours ÷ ExecuTorch, pair by pair: median {statistics.median(ratios):.3f} (target <= 0.333)"
+    )
+    print(
+        f"unchanged re-run: median {statistics.median(got['reused']):.2f} s, re-run ÷ cold "
+        f"median {statistics.median(reuse):.3f} (target <= 0.2)"
+    )
+    return cold, et
+
+
+def _quick_paths() -> None:
+    with tempfile.TemporaryDirectory(prefix="bench_help_") as tmp:
+        helps = [_timed([*OURS[:3], "--help"], Path(tmp))[0] for _ in range(5)]
+        errors = [_timed([*OURS, "backend.precision=fp8"], Path(tmp))[0] for _ in range(5)]
+    print(f"--help: median {statistics.median(helps):.2f} s (target <= 1 s)")
+    print(f"config error (backend.precision=fp8): median {statistics.median(errors):.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--load", action="store_true", help="also measure under 2 CPU burners")
+    args = parser.parse_args()
+    if importlib.util.find_spec("executorch") is None:
+        raise SystemExit("needs the [executorch] extra: pip install -e '.[executorch]'")
+    _quick_paths()
+    quiet_ours, quiet_et = _report("quiet", _pairs(args.reps))
+    if args.load:
+        with _cpu_load(2):
+            loaded_ours, loaded_et = _report("two CPU-bound processes running", _pairs(args.reps))
+        print(
+            f"slow-down under load: ours {loaded_ours / quiet_ours:.2f}x, "
+            f"ExecuTorch {loaded_et / quiet_et:.2f}x (target: ours <= ExecuTorch's)"
+        )
+
+
+if __name__ == "__main__":
+    main()

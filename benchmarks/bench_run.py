@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import tempfile
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from stages.analyze.config import AnalyzeConfig
+from stages.analyze.stage import run_analyze
 from stages.export.config import ExportConfig, InputsConfig, InputSpec, ModelConfig
 from stages.export.exported_program_io import load_exported_program
 from stages.export.representative_inputs import load_samples
@@ -108,6 +111,23 @@ def main() -> None:
     )
     print(f"ExecuTorch Inspector(etdump_path=...) on the same file: {theirs * 1e3:.1f} ms")
     print(f"read_etdump speed-up:                {theirs / ours:.1f}x  (target ≥ 10x)")
+
+    def inspector_table() -> None:
+        Inspector(etdump_path=str(etdump)).to_dataframe()
+
+    def analyze_stage() -> None:
+        out = work / "analyze100"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        run_analyze(AnalyzeConfig(), etdump, None, lowered.etrecord, out)
+
+    table = statistics.median(_timed(inspector_table) for _ in range(3))
+    stage = statistics.median(_timed(analyze_stage) for _ in range(3))
+    print(f"ExecuTorch Inspector(etdump_path=...) + to_dataframe(): {table * 1e3:.1f} ms")
+    print(
+        f"our whole analyze stage (ETRecord linking, tables, trace, plots, report): {stage * 1e3:.1f} ms"
+    )
+    print(f"analyze stage speed-up:              {table / stage:.1f}x  (target ≥ 5x)")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ A zip: `program.json` (version marker, instruction list), `constants.pt` (weight
 used by operator calls), `delegates/<partition>.bin` (each delegate's processed bytes). Operator
 calls name ATen ops; delegate calls name a backend and carry its processed bytes. Loading needs
 none of the export stage's Python objects and never unpickles anything but tensors.
+
+Weights are stored once: with `weights=` the writer replaces byte ranges that repeat a member of
+the exported program beside it by references (`external_weights.json`, pinned by that file's
+sha256; see stages.formats.shared_weights), and the loader splices them back.
 """
 
 from __future__ import annotations
@@ -21,6 +25,14 @@ import torch
 from stages.formats.debug_handles import DebugHandle
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
+from stages.formats.shared_weights import (
+    EXTERNAL_MEMBER,
+    SharedWeightsError,
+    WeightFile,
+    restore,
+    share,
+    weight_file_beside,
+)
 
 PROGRAM_FORMAT = "delegate-debugger-program"
 PROGRAM_VERSION = 1
@@ -97,8 +109,9 @@ class Program:
     delegate_blobs: dict[str, bytes]
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def save(self, path: Path) -> None:
-        """Write atomically."""
+    def save(self, path: Path, weights: WeightFile | None = None) -> None:
+        """Write atomically; with `weights` (the exported program beside `path`), store their
+        bytes by reference instead of again."""
         path = Path(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         document = {
@@ -110,11 +123,16 @@ class Program:
         }
         constants = io.BytesIO()
         torch.save(dict(self.constant_tensors), constants)
+        members = {CONSTANTS_MEMBER: constants.getvalue(), **self.delegate_blobs}
+        manifest = None
+        if weights is not None:
+            members, manifest = share(members, weights)
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
             archive.writestr(PROGRAM_MEMBER, json.dumps(document))
-            archive.writestr(CONSTANTS_MEMBER, constants.getvalue())
-            for member, blob in self.delegate_blobs.items():
-                archive.writestr(member, blob)
+            if manifest is not None and manifest["members"]:
+                archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
+            for member, data in members.items():
+                archive.writestr(member, data)
         os.replace(tmp, path)
 
 
@@ -193,6 +211,23 @@ def _decode_sub(data: dict[str, Any]) -> SubProgram:
     )
 
 
+def _payload_members(archive: BoundedZip, path: Path) -> dict[str, bytes]:
+    """Constants and delegate blobs, with any weights kept in the exported program spliced in."""
+    members = {
+        name: archive.read(name)
+        for name in archive.names()
+        if name == CONSTANTS_MEMBER or name.startswith("delegates/")
+    }
+    if CONSTANTS_MEMBER not in members:
+        raise ProgramError(f"{path}: no {CONSTANTS_MEMBER} member; not a lowered program")
+    if EXTERNAL_MEMBER not in archive.names():
+        return members
+    manifest = json.loads(archive.read(EXTERNAL_MEMBER).decode("utf-8"))
+    if not isinstance(manifest, dict):
+        raise ProgramError(f"{path}: {EXTERNAL_MEMBER} is not an object")
+    return restore(members, manifest, weight_file_beside(path, manifest), str(path))
+
+
 def load_program(path: Path) -> Program:
     """Read and validate a lowered program; every problem is a ProgramError naming the file."""
     path = Path(path)
@@ -212,22 +247,17 @@ def load_program(path: Path) -> Program:
                     f"{path}: program version {document.get('version')!r} is not supported "
                     f"(this tool reads version {PROGRAM_VERSION}); re-run the lower stage"
                 )
-            tensors = load_tensors(
-                archive.read(CONSTANTS_MEMBER), f"{path} member {CONSTANTS_MEMBER}"
-            )
+            members = _payload_members(archive, path)
+            tensors = load_tensors(members[CONSTANTS_MEMBER], f"{path} member {CONSTANTS_MEMBER}")
             if not isinstance(tensors, dict):
                 raise ProgramError(f"{path}: {CONSTANTS_MEMBER} is not a name → tensor mapping")
             main = _decode_sub(document["main"])
-            blobs = {
-                name: archive.read(name)
-                for name in archive.names()
-                if name.startswith("delegates/")
-            }
+            blobs = {name: data for name, data in members.items() if name.startswith("delegates/")}
             constants = {str(k): int(v) for k, v in document["constants"].items()}
             metadata = dict(document.get("metadata", {}))
         except ProgramError:
             raise
-        except UnsafePayloadError as exc:
+        except (UnsafePayloadError, SharedWeightsError) as exc:
             raise ProgramError(str(exc)) from exc
         except (
             ZipLimitError,

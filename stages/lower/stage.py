@@ -31,6 +31,7 @@ from stages.formats.program import (
     SubProgram,
 )
 from stages.formats.reference_capture import capture_node_outputs
+from stages.formats.shared_weights import weight_file
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord
 from stages.lower.partitioner import (
@@ -123,6 +124,10 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    return b.is_file() and a.resolve() == b.resolve()
+
+
 def run_lower(
     backend: BackendConfig,
     exported_program: Path,
@@ -171,7 +176,14 @@ def run_lower(
         },
     )
     program_path = run_dir / ArtifactName.PROGRAM
-    lowered.save(program_path)
+    beside = run_dir / ArtifactName.EXPORTED_PROGRAM
+    # Weights once: the program refers to exported.pt2's weights when it sits beside it.
+    shared = (
+        weight_file(program_bytes, beside.name, str(beside))
+        if _same_file(exported_program, beside)
+        else None
+    )
+    lowered.save(program_path, shared)
     lowering_seconds = time.perf_counter() - started
     # The run stage stamps this hash into the ETDump so analysis can refuse a foreign pairing.
     lowered_fingerprint = hashlib.sha256(program_path.read_bytes()).hexdigest()

@@ -82,8 +82,8 @@ def test_corrupt_program_and_blob_raise_named_errors(
     truncated.write_bytes(data[: len(data) // 3])
     with pytest.raises(ProgramError, match=r"truncated\.pte"):
         load_program(truncated)
+    blob = load_program(lowered.program).delegate_blobs["delegates/0.bin"]
     with zipfile.ZipFile(lowered.program) as z:
-        blob = z.read("delegates/0.bin")
         document = json.loads(z.read("program.json"))
     decode_blob(blob)
     with pytest.raises(BackendError, match="bad magic"):

@@ -1,0 +1,182 @@
+"""Weights stored once: a lowered program refers to the weights of the exported program beside it.
+
+Delegates' processed bytes and the operator constants repeat the model's weights byte for byte
+(at fp32). Like ExecuTorch keeping weights outside the `.pte` in a `.ptd` file, the program
+stores such byte ranges as references to members of `exported.pt2`, pinned by that file's
+sha256, and splices them back in when it is loaded. The program's other bytes are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stages.formats.bounded_zip import BoundedZip, ZipLimitError
+
+EXTERNAL_MEMBER = "external_weights.json"
+MIN_SHARED_BYTES = 4096  # smaller ranges are not worth a reference
+_PREFIX = 64
+_MAX_SEGMENTS = 1_000_000
+# Literal bytes "L", or a whole member of the weight file "W".
+Segment = tuple[str, int] | tuple[str, str]
+
+
+class SharedWeightsError(ValueError):
+    """The weight file a program refers to is missing, another file, or the references are bad."""
+
+
+@dataclass(frozen=True)
+class WeightFile:
+    """The members of a file (exported.pt2) that a program may reference, and its identity."""
+
+    name: str
+    sha256: str
+    members: dict[str, bytes]
+
+
+def _is_payload(member: str) -> bool:
+    """Raw weight and constant payloads of a torch.export archive (not its JSON or inputs)."""
+    in_payload_dir = "/data/weights/" in member or "/data/constants/" in member
+    return in_payload_dir and not member.endswith(".json")
+
+
+def weight_file(data: bytes, name: str, what: str) -> WeightFile:
+    """A torch.export archive's payload members (>= MIN_SHARED_BYTES), read with bounds."""
+    members: dict[str, bytes] = {}
+    with BoundedZip(data, what) as archive:
+        for member in archive.names():
+            if _is_payload(member) and archive.member_size(member) >= MIN_SHARED_BYTES:
+                members[member] = archive.read(member)
+    return WeightFile(name, hashlib.sha256(data).hexdigest(), members)
+
+
+def open_weight_file(path: Path) -> WeightFile:
+    """weight_file() of a file on disk."""
+    return weight_file(Path(path).read_bytes(), Path(path).name, str(path))
+
+
+def _matches(data: bytes, weights: WeightFile) -> list[tuple[int, str]]:
+    """Non-overlapping (offset, member) where a whole weight member occurs in data."""
+    found: list[tuple[int, str]] = []
+    for name, payload in weights.members.items():
+        if len(payload) > len(data):
+            continue
+        prefix = payload[:_PREFIX]
+        pos = data.find(prefix)
+        while pos != -1:
+            if data[pos : pos + len(payload)] == payload:
+                found.append((pos, name))
+                pos = data.find(prefix, pos + len(payload))
+            else:
+                pos = data.find(prefix, pos + 1)
+    found.sort()
+    kept: list[tuple[int, str]] = []
+    end = 0
+    for pos, name in found:
+        if pos >= end:
+            kept.append((pos, name))
+            end = pos + len(weights.members[name])
+    return kept
+
+
+def split_member(data: bytes, weights: WeightFile) -> tuple[bytes, list[Segment]] | None:
+    """(literal bytes, segments) for a member that repeats weights, else None."""
+    matches = _matches(data, weights)
+    if not matches:
+        return None
+    literal: list[bytes] = []
+    segments: list[Segment] = []
+    cursor = 0
+    for pos, name in matches:
+        if pos > cursor:
+            literal.append(data[cursor:pos])
+            segments.append(("L", pos - cursor))
+        segments.append(("W", name))
+        cursor = pos + len(weights.members[name])
+    if cursor < len(data):
+        literal.append(data[cursor:])
+        segments.append(("L", len(data) - cursor))
+    return b"".join(literal), segments
+
+
+def share(
+    members: dict[str, bytes], weights: WeightFile
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Members with repeated weights cut out, and the manifest that splices them back."""
+    out: dict[str, bytes] = {}
+    spliced: dict[str, list[list[Any]]] = {}
+    for name, data in members.items():
+        split = split_member(data, weights)
+        if split is None:
+            out[name] = data
+        else:
+            out[name] = split[0]
+            spliced[name] = [list(s) for s in split[1]]
+    manifest = {"file": weights.name, "sha256": weights.sha256, "members": spliced}
+    return out, manifest
+
+
+def weight_file_beside(program: Path, manifest: dict[str, Any]) -> Path:
+    """The file a manifest names, in the program's own directory (never elsewhere)."""
+    name = manifest.get("file")
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        raise SharedWeightsError(f"{program}: {EXTERNAL_MEMBER} names no valid weight file")
+    return program.parent / name
+
+
+def _rebuild(literal: bytes, segments: Any, weights: WeightFile, where: str, limit: int) -> bytes:
+    if not isinstance(segments, list) or len(segments) > _MAX_SEGMENTS:
+        raise SharedWeightsError(f"{where}: malformed weight references")
+    parts: list[bytes] = []
+    cursor = total = 0
+    for segment in segments:
+        match segment:
+            case ["L", int(size)] if 0 <= size <= len(literal) - cursor:
+                parts.append(literal[cursor : cursor + size])
+                cursor += size
+                total += size
+            case ["W", str(name)] if name in weights.members:
+                parts.append(weights.members[name])
+                total += len(weights.members[name])
+            case _:
+                raise SharedWeightsError(f"{where}: bad weight reference {segment!r}")
+        if total > limit:
+            raise SharedWeightsError(f"{where}: weight references expand past {limit} bytes")
+    if cursor != len(literal):
+        raise SharedWeightsError(f"{where}: {len(literal) - cursor} stored bytes not referenced")
+    return b"".join(parts)
+
+
+def restore(
+    members: dict[str, bytes], manifest: dict[str, Any], weight_path: Path, where: str
+) -> dict[str, bytes]:
+    """Members with the referenced weights spliced back; the weight file must be the pinned one."""
+    try:
+        weights = open_weight_file(weight_path)
+    except FileNotFoundError as exc:
+        raise SharedWeightsError(
+            f"{where} keeps its weights in {weight_path.name} beside it, which is missing: put "
+            f"the exported program it was lowered from at {weight_path} (or re-run the lower stage)"
+        ) from exc
+    except (OSError, ZipLimitError) as exc:
+        raise SharedWeightsError(
+            f"{where}: cannot read its weight file {weight_path} ({exc})"
+        ) from exc
+    if weights.sha256 != manifest.get("sha256"):
+        raise SharedWeightsError(
+            f"{where} was lowered from another {weight_path.name} (sha256 "
+            f"{str(manifest.get('sha256'))[:16]}…, found {weights.sha256[:16]}… at {weight_path}); "
+            "re-run the lower stage on this exported program"
+        )
+    spliced = manifest.get("members")
+    if not isinstance(spliced, dict):
+        raise SharedWeightsError(f"{where}: malformed {EXTERNAL_MEMBER}")
+    limit = 2 * (sum(len(m) for m in members.values()) + Path(weight_path).stat().st_size)
+    out = dict(members)
+    for name, segments in spliced.items():
+        if name not in members:
+            raise SharedWeightsError(f"{where}: {EXTERNAL_MEMBER} names no member {name!r}")
+        out[name] = _rebuild(members[name], segments, weights, f"{where} member {name}", limit)
+    return out

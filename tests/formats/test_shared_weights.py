@@ -1,0 +1,127 @@
+"""The lowered program keeps the model's weights once, by reference to exported.pt2 beside it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from stages.formats.program import ProgramError, load_program
+from stages.formats.shared_weights import EXTERNAL_MEMBER, open_weight_file, split_member
+from stages.lower.stage import run_lower
+from tests.helpers.lowering import export_and_lower
+
+
+def _rewrite(source: Path, target: Path, manifest: dict) -> None:
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            zout.writestr(
+                item.filename, json.dumps(manifest) if item.filename == EXTERNAL_MEMBER else data
+            )
+
+
+@pytest.fixture
+def vit_cfg(tiny_cfg: Callable[..., DictConfig]) -> DictConfig:
+    return tiny_cfg("vit", "backend=xnnpack")
+
+
+@pytest.fixture
+def lowered_vit(vit_cfg: DictConfig, tmp_path: Path) -> Path:
+    _, lowered = export_and_lower(vit_cfg, tmp_path / "run")
+    return lowered.program
+
+
+def test_weights_are_stored_once_and_spliced_back_exactly(lowered_vit: Path) -> None:
+    exported = lowered_vit.parent / "exported.pt2"
+    weights = open_weight_file(exported)
+    weight_bytes = sum(len(b) for b in weights.members.values())
+    with zipfile.ZipFile(lowered_vit) as z:
+        manifest = json.loads(z.read(EXTERNAL_MEMBER))
+        stored = sum(i.file_size for i in z.infolist())
+    assert manifest["sha256"] == weights.sha256 and manifest["members"]
+    referenced = {s[1] for segs in manifest["members"].values() for s in segs if s[0] == "W"}
+    assert sum(len(weights.members[n]) for n in referenced) > 0.9 * weight_bytes
+    program = load_program(lowered_vit)
+    total = sum(len(b) for b in program.delegate_blobs.values())
+    assert stored < total  # the blobs as loaded are larger than what the file holds
+    assert any(split_member(blob, weights) for blob in program.delegate_blobs.values())
+
+
+def test_loaded_program_equals_the_unshared_one(
+    lowered_vit: Path, vit_cfg: DictConfig, tmp_path: Path
+) -> None:
+    program = load_program(lowered_vit)
+    run = lowered_vit.parent
+    plain_dir = tmp_path / "plain"  # exported.pt2 is not beside it: everything inline
+    plain_dir.mkdir()
+    plain = run_lower(
+        OmegaConf.to_object(vit_cfg.backend),
+        run / "exported.pt2",
+        run / "inputs.pt",
+        run / "reference_outputs.pt",
+        plain_dir,
+    ).program
+    with zipfile.ZipFile(plain) as z:
+        assert EXTERNAL_MEMBER not in z.namelist()
+    assert plain.stat().st_size > 2 * lowered_vit.stat().st_size
+    again = load_program(plain)
+    assert again.delegate_blobs == program.delegate_blobs
+    assert all(
+        torch.equal(again.constant_tensors[k], v) for k, v in program.constant_tensors.items()
+    )
+
+
+def test_a_missing_or_other_exported_program_is_refused(
+    lowered_vit: Path, tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(lowered_vit, alone / "program.pte")
+    with pytest.raises(ProgramError, match=r"exported\.pt2 beside it, which is missing"):
+        load_program(alone / "program.pte")
+    _, other = export_and_lower(
+        tiny_cfg("vit", "backend=xnnpack", "model.kwargs.dim=48"), tmp_path / "other"
+    )
+    shutil.copy(other.program.parent / "exported.pt2", alone / "exported.pt2")
+    with pytest.raises(ProgramError, match=r"was lowered from another exported\.pt2"):
+        load_program(alone / "program.pte")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m.update(file="../exported.pt2"), "names no valid weight file"),
+        (
+            lambda m: next(iter(m["members"].values())).append(["W", "archive/nope"]),
+            "bad weight reference",
+        ),
+        (
+            lambda m: next(iter(m["members"].values())).append(["L", 10**9]),
+            "bad weight reference",
+        ),
+        (
+            lambda m: next(iter(m["members"].values())).extend(
+                [["W", next(s[1] for s in next(iter(m["members"].values())) if s[0] == "W")]] * 5000
+            ),
+            "expand past",
+        ),
+        (lambda m: m["members"].update({"delegates/99.bin": []}), "names no member"),
+    ],
+)
+def test_hostile_references_are_refused(
+    lowered_vit: Path, tmp_path: Path, edit: Callable[[dict], None], message: str
+) -> None:
+    with zipfile.ZipFile(lowered_vit) as z:
+        manifest = json.loads(z.read(EXTERNAL_MEMBER))
+    edit(manifest)
+    target = lowered_vit.parent / "hostile.pte"
+    _rewrite(lowered_vit, target, manifest)
+    with pytest.raises(ProgramError, match=message):
+        load_program(target)

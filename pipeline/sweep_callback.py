@@ -16,7 +16,6 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.run_dirs import register_run_suffix
-from pipeline.sweep_comparison import compare_runs
 from pipeline.tracker_factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking import (
     default_artifact_root,
@@ -75,6 +74,8 @@ class SweepTracking(Callback):
             [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}'"
         )
         out_dir = Path(str(config.hydra.sweep.dir)).resolve() / "comparison"
+        from pipeline.sweep_comparison import compare_runs  # torch: only when a sweep ends
+
         comparison = compare_runs(self.client, children, out_dir)
         files = [comparison.runs, *comparison.per_op] + (
             [comparison.plot] if comparison.plot else []

@@ -10,18 +10,21 @@ import contextlib
 import fcntl
 import json
 import logging
+import shutil
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from pipeline.dependency_logs import quiet_dependency_logs
 from pipeline.fingerprint import flatten_config
 from pipeline.hard_links import link_or_copy
+from pipeline.mlflow_tables import LOGGED_ARTIFACTS_TAG, table_json
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +188,7 @@ class MlflowTracker:
         self.run_id: str | None = None
         # A local artifact store gets hard links to the run dir's files, not a second copy.
         self.local_artifacts: Path | None = None
+        self.tables: list[dict[str, str]] = []  # table artifacts named in mlflow.loggedArtifacts
 
     def start(
         self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], config_yaml: str
@@ -228,12 +232,23 @@ class MlflowTracker:
                 self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_dir)
 
     def log_table(self, csv_path: Path, artifact_file: str) -> None:
-        import pandas as pd
-
+        """The CSV as an MLflow table (UI: the run's tables), without pandas."""
         if self.run_id is None or not csv_path.is_file():
             return
-        frame = pd.read_csv(csv_path)
-        self.client.log_table(self.run_id, data=frame, artifact_file=artifact_file)
+        artifact = PurePosixPath(artifact_file)
+        with tempfile.TemporaryDirectory(prefix="mlflow_table_") as tmp:
+            local = Path(tmp) / artifact.name
+            local.write_text(json.dumps(table_json(csv_path)))
+            if self.local_artifacts is not None:
+                target = self.local_artifacts / str(artifact.parent) / artifact.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(local, target)
+            else:
+                self.client.log_artifact(self.run_id, str(local), str(artifact.parent))
+        entry = {"path": artifact_file, "type": "table"}
+        if entry not in self.tables:
+            self.tables.append(entry)
+            self.set_tags({LOGGED_ARTIFACTS_TAG: json.dumps(self.tables)})
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag

@@ -1,6 +1,8 @@
+import json
 import multiprocessing
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline.tracking import MlflowTracker, ensure_experiment, split_params
@@ -63,3 +65,30 @@ def test_local_store_artifacts_are_hard_links_not_copies(tmp_path: Path) -> None
     assert downloaded.read_bytes() == artifact.read_bytes()
     stored = tmp_path / "art" / "exp" / tracker.run_id / "artifacts" / "run" / "debug.bin"
     assert stored.samefile(artifact) and artifact.stat().st_nlink >= 2
+
+
+def test_tables_load_in_mlflow_as_pandas_reads_the_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our pandas-free table artifact is what MlflowClient.log_table would have written."""
+    import pandas as pd
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # load_table searches the fluent API's store
+    tracker = MlflowTracker(uri, "exp", artifact_root=(tmp_path / "art").as_uri())
+    tracker.start("r", {}, {}, "a: 1\n")
+    csv_path = tmp_path / "events.csv"
+    csv_path.write_text("op,p50,count,note\nlinear,1.5,3,fused\ngelu,,2,\nsoftmax,inf,1,x y\n")
+    tracker.log_table(csv_path, "tables/events.json")
+    tracker.log_table(csv_path, "tables/gap.json")
+    tracker.finish(failed=False)
+
+    client = MlflowClient(uri)
+    run = client.get_run(tracker.run_id)
+    assert json.loads(run.data.tags["mlflow.loggedArtifacts"]) == [
+        {"path": "tables/events.json", "type": "table"},
+        {"path": "tables/gap.json", "type": "table"},
+    ]
+    loaded = client.load_table(run.info.experiment_id, "tables/events.json", [tracker.run_id])
+    expected = pd.read_csv(csv_path).replace([float("inf")], float("nan"))
+    pd.testing.assert_frame_equal(loaded, expected, check_dtype=False)

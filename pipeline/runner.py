@@ -9,12 +9,14 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.config import STAGE_ORDER
+from pipeline.config import STAGE_ORDER, stage_names
+from pipeline.config_checks import check_config
 from pipeline.cpu_threads import use_free_cores
 from pipeline.errors import StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
@@ -91,7 +93,9 @@ def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:
 def _config_value(cfg: DictConfig, key: str) -> Any:
     """A config group as plain data, or one dotted value ("model.name")."""
     value = OmegaConf.select(cfg, key)
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    if OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+    return value.name if isinstance(value, Enum) else value
 
 
 def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
@@ -184,7 +188,8 @@ def run_pipeline(
     """Run `cfg.stages` in order into `cfg.run_dir`; usable with or without Hydra.
 
     `base_dir` (default: the working directory) is where relative model file paths start."""
-    names = select_stages(list(cfg.stages))
+    names = select_stages(stage_names(list(cfg.stages)))
+    check_config(cfg, names)
     if "export" in names:
         settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
@@ -205,7 +210,7 @@ def run_pipeline(
     fault = cfg.backend.get("fault")
     if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
         tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
-    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     run_name = (
         cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
     )

@@ -102,7 +102,7 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
-    fingerprint = compute_fingerprint(config_slice, inputs, spec.code_packages)
+    fingerprint = compute_fingerprint(config_slice, inputs, (spec.entry_module,))
     digest = fingerprint.digest
     started = time.perf_counter()
     with cache.lock(name, digest):

@@ -18,6 +18,10 @@ class TimeUnit(StrEnum):
     ns = "ns"
 
 
+# How many of each unit make one millisecond.
+UNITS_PER_MS: dict[str, float] = {"s": 1e-3, "ms": 1.0, "us": 1e3, "ns": 1e6}
+
+
 class ComparatorName(StrEnum):
     """The built-in comparators (`analyze.comparators` entries); a custom one comes by `_target_`."""
 

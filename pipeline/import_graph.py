@@ -68,6 +68,37 @@ def _names(tree: ast.AST, package: str) -> tuple[set[str], set[str]]:
     return names, strings
 
 
+def direct_imports(module: str, root: Path | None = None) -> set[str]:
+    """The project modules one module imports, at any depth of its code (lazy imports too).
+
+    `from pkg import name` imports pkg.name when that is a module, else pkg (its __init__)."""
+    root = root or PROJECT_ROOT
+    path = module_file(module, root)
+    if path is None:
+        raise ValueError(f"{module} is not a module of the project under {root}")
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module, node.level, package)
+            for alias in node.names:
+                name = f"{base}.{alias.name}"
+                targets.add(name if module_file(name, root) is not None else base)
+    return {t for t in targets if module_file(t, root) is not None} - {module}
+
+
+def project_modules(package: str, root: Path | None = None) -> list[str]:
+    """Every module of a project package (its __init__ as the package name), sorted."""
+    root = root or PROJECT_ROOT
+    modules = []
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        modules.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return modules
+
+
 @cache
 def _references(
     path: Path, module: str, root: Path, size: int, mtime_ns: int

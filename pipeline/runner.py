@@ -8,7 +8,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, cast
@@ -21,6 +21,7 @@ from pipeline.cpu_threads import use_free_cores
 from pipeline.errors import StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
 from pipeline.model_option import settle_model_option
+from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.run_dirs import default_run_dir_name
 from pipeline.stage_cache import StageCache
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
@@ -29,33 +30,6 @@ from pipeline.tracker_factory import make_tracker
 from pipeline.tracking import Tracker, git_commit
 
 log = logging.getLogger("pipeline")
-
-
-@dataclass
-class StageOutcome:
-    """What happened to one stage in this run."""
-
-    name: str
-    status: str  # done | reused | failed
-    seconds: float
-    artifacts: Any = None
-    reason: str = ""
-
-
-@dataclass
-class PipelineResult:
-    """The run directory, each stage's outcome, and where tracking put the run."""
-
-    run_dir: Path
-    stages: list[StageOutcome] = field(default_factory=list)
-    run_id: str | None = None
-    tracking: str = ""
-
-    def artifacts(self, stage: str) -> Any:
-        for outcome in self.stages:
-            if outcome.name == stage:
-                return outcome.artifacts
-        raise KeyError(f"stage {stage!r} did not run")
 
 
 def select_stages(requested: Sequence[str]) -> list[str]:
@@ -115,7 +89,9 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
                 f"in {cached.source_run_dir}"
             )
             log.info("[%s] reused: %s", name, reason)
-            return StageOutcome(name, "reused", time.perf_counter() - started, artifacts, reason)
+            return StageOutcome(
+                name, StageStatus.reused, time.perf_counter() - started, artifacts, reason
+            )
         previous = cache.previous_fingerprint(name, run_dir)
         reason = (
             explain_change(previous, fingerprint)
@@ -129,7 +105,7 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
         cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
     seconds = time.perf_counter() - started
     log.info("[%s] done in %.2f s (ran: %s)", name, seconds, reason)
-    return StageOutcome(name, "done", seconds, artifacts, reason)
+    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason)
 
 
 @dataclass(frozen=True)
@@ -222,14 +198,14 @@ def run_pipeline(
             try:
                 outcome = _run_one(name, cfg, run_dir, cache)
             except StageSelectionError:
-                tracker.set_tags({f"stage.{name}": "failed"})
+                tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
                 raise
             except Exception as exc:
                 log.error("stage %s failed:\n%s", name, traceback.format_exc())
-                tracker.set_tags({f"stage.{name}": "failed"})
+                tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
                 raise StageFailedError(name, exc, resume) from exc
             result.stages.append(outcome)
-            tracker.set_tags({f"stage.{name}": outcome.status})
+            tracker.set_tags({f"stage.{name}": outcome.status.value})
             metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
             metrics[f"time.{name}_s"] = outcome.seconds
             tracker.log_metrics(metrics)

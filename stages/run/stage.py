@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from stages.export.representative_inputs import load_samples, save_samples
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump.records import LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.program import load_program
+from stages.formats.samples import load_samples, save_samples
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.percentiles import percentile
 from stages.progress_display import ProgressDisplay

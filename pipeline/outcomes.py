@@ -1,4 +1,8 @@
-"""What a pipeline invocation reports: each stage's outcome and where its files and run went."""
+"""What one invocation of the pipeline reports: each stage's outcome, its run dir, its tracking run.
+
+Words: an *invocation* is one `run_pipeline` call (one job of a sweep); its *run dir* holds its
+files; its *tracking run* is the MLflow run it logs to; the *run stage* executes the program.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ class StageStatus(StrEnum):
 
 @dataclass
 class StageOutcome:
-    """What happened to one stage in this run."""
+    """What happened to one stage in this invocation."""
 
     name: str
     status: StageStatus
@@ -29,11 +33,11 @@ class StageOutcome:
 
 @dataclass
 class PipelineResult:
-    """The run directory, each stage's outcome, and where tracking put the run."""
+    """An invocation's run dir, each stage's outcome, and its tracking run (id and description)."""
 
     run_dir: Path
     stages: list[StageOutcome] = field(default_factory=list)
-    run_id: str | None = None
+    tracking_run_id: str | None = None
     tracking: str = ""
 
     def artifacts(self, stage: str) -> Any:

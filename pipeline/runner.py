@@ -72,7 +72,7 @@ def _config_value(cfg: DictConfig, key: str) -> Any:
     return value.name if isinstance(value, Enum) else value
 
 
-def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
+def _run_stage(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
@@ -191,12 +191,12 @@ def run_pipeline(
         cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
     )
     tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
-    result.run_id = tracker.run_id
+    result.tracking_run_id = tracker.run_id
     try:
         for index, name in enumerate(names, start=1):
             log.debug("[%d/%d] %s", index, len(names), name)
             try:
-                outcome = _run_one(name, cfg, run_dir, cache)
+                outcome = _run_stage(name, cfg, run_dir, cache)
             except StageSelectionError:
                 tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
                 raise

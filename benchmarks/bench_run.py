@@ -21,11 +21,11 @@ import torch
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.stage import run_analyze
 from stages.export.config import ExportConfig, InputsConfig, InputSpec, ModelConfig
-from stages.export.exported_program_io import load_exported_program
-from stages.export.representative_inputs import load_samples
 from stages.export.stage import run_export
 from stages.formats.etdump import read_etdump
+from stages.formats.exported_program import load_exported_program
 from stages.formats.program import load_program
+from stages.formats.samples import load_samples
 from stages.lower.config import BackendConfig
 from stages.lower.stage import run_lower
 from stages.run.config import RuntimeConfig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from pipeline.cpu_threads import set_passive_wait_policy
 
@@ -16,6 +17,7 @@ from omegaconf import DictConfig  # noqa: E402
 from pipeline.config import register_configs  # noqa: E402
 from pipeline.errors import PipelineError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
+from pipeline.job_failures import FailedJob, record_failed_job  # noqa: E402
 from pipeline.run_dirs import register_run_suffix  # noqa: E402
 
 register_configs()
@@ -29,9 +31,12 @@ def main(cfg: DictConfig) -> None:
         run_from_hydra(cfg)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            # One failed job must not abort the sweep: its child run is already marked FAILED
-            # and the sweep callback reports it (and exits non-zero) when all jobs are done.
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            # One failed job must not abort the sweep: its marker (and child run, if tracked)
+            # lets the sweep callback report it and exit non-zero when all jobs are done.
+            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), str(exc))
+            record_failed_job(Path(hydra_cfg.runtime.output_dir), job)
             return
         sys.exit(1)
 

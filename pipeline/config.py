@@ -7,6 +7,7 @@ compose time with Hydra's own message naming the key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -17,7 +18,23 @@ from stages.export.config import ExportConfig, InputsConfig, ModelConfig
 from stages.lower.config import BackendConfig
 from stages.run.config import RuntimeConfig
 
-STAGE_ORDER: tuple[str, ...] = ("export", "lower", "run", "analyze")
+
+class StageName(Enum):
+    """The stages, in pipeline order (`stages=[...]` entries). A plain Enum, not a str one: a
+    member named `lower` would shadow `str.lower`; `stage_names` turns members into strings."""
+
+    export = "export"
+    lower = "lower"
+    run = "run"
+    analyze = "analyze"
+
+
+STAGE_ORDER: tuple[str, ...] = tuple(stage.value for stage in StageName)
+
+
+def stage_names(entries: list[Any]) -> list[str]:
+    """`stages=` entries (StageName members from a composed config, or strings) as names."""
+    return [entry.value if isinstance(entry, StageName) else str(entry) for entry in entries]
 
 
 @dataclass
@@ -54,7 +71,7 @@ class PipelineConfig:
     tracking: TrackingConfig = MISSING
     inputs: InputsConfig = field(default_factory=InputsConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
-    stages: list[str] = field(default_factory=lambda: list(STAGE_ORDER))
+    stages: list[StageName] = field(default_factory=lambda: list(StageName))
     # Where artifacts go when run without Hydra; under Hydra, hydra.run.dir decides.
     run_dir: str | None = None
     # Fingerprint cache shared by runs (a sweep's jobs export a model once through it).

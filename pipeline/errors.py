@@ -24,3 +24,7 @@ class StageFailedError(PipelineError):
 
 class ModelOptionError(PipelineError):
     """The model config lacks what the export stage needs (e.g. `model=custom` without a target)."""
+
+
+class ConfigValueError(PipelineError):
+    """An option's value does not fit the others (e.g. a gap metric no comparator computes)."""

@@ -6,9 +6,10 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
+
+from pipeline.import_graph import code_version
 
 _CHUNK = 1 << 20
 
@@ -20,19 +21,6 @@ def file_sha256(path: Path) -> str:
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-@cache
-def code_version(packages: tuple[str, ...]) -> str:
-    """Hash of the Python sources of the given packages (e.g. 'stages.export')."""
-    digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent.parent
-    for package in sorted(packages):
-        pkg_dir = root.joinpath(*package.split("."))
-        for source in sorted(pkg_dir.rglob("*.py")) + sorted(pkg_dir.rglob("*.fbs")):
-            digest.update(str(source.relative_to(root)).encode())
-            digest.update(source.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -75,14 +63,21 @@ class Fingerprint:
         return cls(config=dict(data["config"]), inputs=dict(data["inputs"]), code=data["code"])
 
 
+def target_modules(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The dotted `_target_` values of a flattened config slice (a model or backend class):
+    when they name project modules, their code is the stage's code too."""
+    return tuple(sorted(str(v) for k, v in config.items() if k.split(".")[-1] == "_target_" and v))
+
+
 def compute_fingerprint(
-    config_slice: Mapping[str, Any], input_files: Iterable[Path], code_packages: tuple[str, ...]
+    config_slice: Mapping[str, Any], input_files: Iterable[Path], entry_modules: tuple[str, ...]
 ) -> Fingerprint:
-    """Fingerprint of a stage about to run on these inputs."""
+    """Fingerprint of a stage about to run on these inputs; code is what the entry modules (and
+    the slice's `_target_`s) import, read from the project's import graph."""
+    config = flatten_config(config_slice)
     inputs = {path.name: file_sha256(path) for path in input_files}
-    return Fingerprint(
-        config=flatten_config(config_slice), inputs=inputs, code=code_version(code_packages)
-    )
+    code = code_version((*entry_modules, *target_modules(config)))
+    return Fingerprint(config=config, inputs=inputs, code=code)
 
 
 def explain_change(old: Fingerprint, new: Fingerprint) -> str:

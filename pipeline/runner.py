@@ -8,17 +8,20 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.config import STAGE_ORDER
+from pipeline.config import STAGE_ORDER, stage_names
+from pipeline.config_checks import check_config
 from pipeline.cpu_threads import use_free_cores
 from pipeline.errors import StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
 from pipeline.model_option import settle_model_option
+from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.run_dirs import default_run_dir_name
 from pipeline.stage_cache import StageCache
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
@@ -27,33 +30,6 @@ from pipeline.tracker_factory import make_tracker
 from pipeline.tracking import Tracker, git_commit
 
 log = logging.getLogger("pipeline")
-
-
-@dataclass
-class StageOutcome:
-    """What happened to one stage in this run."""
-
-    name: str
-    status: str  # done | reused | failed
-    seconds: float
-    artifacts: Any = None
-    reason: str = ""
-
-
-@dataclass
-class PipelineResult:
-    """The run directory, each stage's outcome, and where tracking put the run."""
-
-    run_dir: Path
-    stages: list[StageOutcome] = field(default_factory=list)
-    run_id: str | None = None
-    tracking: str = ""
-
-    def artifacts(self, stage: str) -> Any:
-        for outcome in self.stages:
-            if outcome.name == stage:
-                return outcome.artifacts
-        raise KeyError(f"stage {stage!r} did not run")
 
 
 def select_stages(requested: Sequence[str]) -> list[str]:
@@ -91,14 +67,16 @@ def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:
 def _config_value(cfg: DictConfig, key: str) -> Any:
     """A config group as plain data, or one dotted value ("model.name")."""
     value = OmegaConf.select(cfg, key)
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    if OmegaConf.is_config(value):
+        return OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+    return value.name if isinstance(value, Enum) else value
 
 
-def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
+def _run_stage(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
-    fingerprint = compute_fingerprint(config_slice, inputs, spec.code_packages)
+    fingerprint = compute_fingerprint(config_slice, inputs, (spec.entry_module,))
     digest = fingerprint.digest
     started = time.perf_counter()
     with cache.lock(name, digest):
@@ -111,7 +89,9 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
                 f"in {cached.source_run_dir}"
             )
             log.info("[%s] reused: %s", name, reason)
-            return StageOutcome(name, "reused", time.perf_counter() - started, artifacts, reason)
+            return StageOutcome(
+                name, StageStatus.reused, time.perf_counter() - started, artifacts, reason
+            )
         previous = cache.previous_fingerprint(name, run_dir)
         reason = (
             explain_change(previous, fingerprint)
@@ -125,7 +105,7 @@ def _run_one(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> St
         cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
     seconds = time.perf_counter() - started
     log.info("[%s] done in %.2f s (ran: %s)", name, seconds, reason)
-    return StageOutcome(name, "done", seconds, artifacts, reason)
+    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason)
 
 
 @dataclass(frozen=True)
@@ -184,7 +164,8 @@ def run_pipeline(
     """Run `cfg.stages` in order into `cfg.run_dir`; usable with or without Hydra.
 
     `base_dir` (default: the working directory) is where relative model file paths start."""
-    names = select_stages(list(cfg.stages))
+    names = select_stages(stage_names(list(cfg.stages)))
+    check_config(cfg, names)
     if "export" in names:
         settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
@@ -205,26 +186,26 @@ def run_pipeline(
     fault = cfg.backend.get("fault")
     if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
         tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
-    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     run_name = (
         cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
     )
     tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
-    result.run_id = tracker.run_id
+    result.tracking_run_id = tracker.run_id
     try:
         for index, name in enumerate(names, start=1):
             log.debug("[%d/%d] %s", index, len(names), name)
             try:
-                outcome = _run_one(name, cfg, run_dir, cache)
+                outcome = _run_stage(name, cfg, run_dir, cache)
             except StageSelectionError:
-                tracker.set_tags({f"stage.{name}": "failed"})
+                tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
                 raise
             except Exception as exc:
                 log.error("stage %s failed:\n%s", name, traceback.format_exc())
-                tracker.set_tags({f"stage.{name}": "failed"})
+                tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
                 raise StageFailedError(name, exc, resume) from exc
             result.stages.append(outcome)
-            tracker.set_tags({f"stage.{name}": outcome.status})
+            tracker.set_tags({f"stage.{name}": outcome.status.value})
             metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
             metrics[f"time.{name}_s"] = outcome.seconds
             tracker.log_metrics(metrics)

@@ -31,7 +31,8 @@ class StageSpec:
     name: str
     # Top-level config groups or dotted keys ("model.name") the stage's result depends on.
     config_keys: tuple[str, ...]
-    code_packages: tuple[str, ...]
+    # The module holding the stage function: its code version is what this module imports.
+    entry_module: str
     inputs: Callable[[DictConfig, Path], list[Path]]
     optional_inputs: Callable[[DictConfig, Path], list[Path]]
     call: Callable[[DictConfig, Path], Any]
@@ -126,7 +127,7 @@ STAGES: dict[str, StageSpec] = {
     "export": StageSpec(
         "export",
         ("model", "inputs", "export"),
-        ("stages.export", "stages.formats"),
+        "stages.export.stage",
         _export_inputs,
         _export_optional,
         _call_export,
@@ -135,7 +136,7 @@ STAGES: dict[str, StageSpec] = {
     "lower": StageSpec(
         "lower",
         ("backend", "model.name"),
-        ("stages.lower", "stages.backends", "stages.formats"),
+        "stages.lower.stage",
         _lower_inputs,
         _none,
         _call_lower,
@@ -144,7 +145,7 @@ STAGES: dict[str, StageSpec] = {
     "run": StageSpec(
         "run",
         ("runtime",),
-        ("stages.run", "stages.backends", "stages.formats"),
+        "stages.run.stage",
         _run_inputs,
         _none,
         _call_run,
@@ -153,7 +154,7 @@ STAGES: dict[str, StageSpec] = {
     "analyze": StageSpec(
         "analyze",
         ("analyze",),
-        ("stages.analyze", "stages.backends", "stages.formats"),
+        "stages.analyze.stage",
         _analyze_inputs,
         _analyze_optional,
         _call_analyze,

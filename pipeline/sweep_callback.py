@@ -15,6 +15,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.job_failures import failed_jobs
 from pipeline.run_dirs import register_run_suffix
 from pipeline.tracker_factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking import (
@@ -68,12 +69,26 @@ class SweepTracking(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ.pop(PARENT_RUN_ENV, None)
-        if self.client is None or self.parent_id is None:
-            return
+        sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+        # Markers count failures under every tracking setting; failed child runs add jobs that
+        # died without writing one.
+        failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
+        if self.client is not None and self.parent_id is not None:
+            failed_runs = self._finish_parent(sweep_dir, failed=bool(failed))
+            failed = failed or failed_runs
+        else:
+            jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
+            print(f"\n== sweep: {jobs} jobs, {len(failed)} failed (not tracked) ==", flush=True)
+        if failed:
+            raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}")
+
+    def _finish_parent(self, sweep_dir: Path, failed: bool) -> list[str]:
+        """Comparison artifacts, job counts and the final status of the parent run; returns the
+        model/backend of each failed child run."""
         children = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}'"
         )
-        out_dir = Path(str(config.hydra.sweep.dir)).resolve() / "comparison"
+        out_dir = sweep_dir / "comparison"
         from pipeline.sweep_comparison import compare_runs  # torch: only when a sweep ends
 
         comparison = compare_runs(self.client, children, out_dir)
@@ -83,7 +98,7 @@ class SweepTracking(Callback):
         for path in files:
             self.client.log_artifact(self.parent_id, str(path), "comparison")
         self._log_tables(files)
-        failed = [c for c in children if c.info.status != "FINISHED"]
+        failed_runs = [c for c in children if c.info.status != "FINISHED"]
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -91,17 +106,14 @@ class SweepTracking(Callback):
             self.parent_id,
             metrics=[
                 Metric("sweep.jobs", float(len(children)), now, 0),
-                Metric("sweep.failed_jobs", float(len(failed)), now, 0),
+                Metric("sweep.failed_jobs", float(len(failed_runs)), now, 0),
             ],
         )
-        self.client.set_terminated(self.parent_id, status="FAILED" if failed else "FINISHED")
-        print(f"\n== sweep: {len(children)} jobs, {len(failed)} failed ==\n{comparison.text}")
+        status = "FAILED" if failed or failed_runs else "FINISHED"
+        self.client.set_terminated(self.parent_id, status=status)
+        print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
         print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
-        if failed:
-            names = ", ".join(
-                f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed
-            )
-            raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {names}")
+        return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
 
     def _log_tables(self, files: list[Path]) -> None:
         import pandas as pd

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pipeline.outcomes import PipelineResult
 from stages.formats.artifacts import ArtifactName
-
-if TYPE_CHECKING:
-    from pipeline.runner import PipelineResult
 
 
 def _analysis_lines(result: PipelineResult) -> list[str]:

@@ -3,7 +3,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+from stages.formats.closed_sets import Precision
+
+
+class TimeUnit(StrEnum):
+    """The unit of every duration the analysis writes (`analyze.time_unit`)."""
+
+    s = "s"
+    ms = "ms"
+    us = "us"
+    ns = "ns"
+
+
+# How many of each unit make one millisecond.
+UNITS_PER_MS: dict[str, float] = {"s": 1e-3, "ms": 1.0, "us": 1e3, "ns": 1e6}
+
+
+class ComparatorName(StrEnum):
+    """The built-in comparators (`analyze.comparators` entries); a custom one comes by `_target_`."""
+
+    mse = "mse"
+    l1 = "l1"
+    snr = "snr"
+    cosine = "cosine"
+    max_abs = "max_abs"
 
 
 @dataclass
@@ -13,14 +39,15 @@ class AnalyzeConfig:
     etdump: str | None = None
     etrecord: str | None = None
     debug_buffer: str | None = None
-    time_unit: str = "ms"
-    comparators: list[str] = field(
-        default_factory=lambda: ["mse", "l1", "snr", "cosine", "max_abs"]
-    )
+    time_unit: TimeUnit = TimeUnit.ms
+    comparators: list[ComparatorName] = field(default_factory=lambda: list(ComparatorName))
     custom_comparator: dict[str, Any] | None = None
     delegate_metadata_parser: dict[str, Any] | None = None
+    # A comparator's name: a built-in listed in `comparators`, or the custom comparator's name
+    # (open, so checked before any stage runs by pipeline.config_checks, not by this schema).
     gap_metric: str = "snr"
-    thresholds: dict[str, float] = field(
-        default_factory=lambda: {"fp32": 60.0, "fp16": 30.0, "int8": 10.0}
+    # Per precision, in the unit of gap_metric (snr: dB).
+    thresholds: dict[Precision, float] = field(
+        default_factory=lambda: {Precision.fp32: 60.0, Precision.fp16: 30.0, Precision.int8: 10.0}
     )
     top_k: int = 10

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from stages.analyze.config import UNITS_PER_MS
 from stages.analyze.linking import (
     NS_PER_MS,
     Link,
@@ -27,8 +28,9 @@ from stages.analyze.linking import (
 from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import STAMP_EVENTS
+from stages.percentiles import PERCENTILES, percentile
 
-TIME_UNITS = {"s": 1e-3, "ms": 1.0, "us": 1e3, "ns": 1e6}
+TIME_UNITS = UNITS_PER_MS
 EVENT_COLUMNS = (
     "event_block_name",
     "event_name",
@@ -76,7 +78,7 @@ class EventRow:
             return float(values.min())
         if name == "max":
             return float(values.max())
-        return float(np.percentile(values, {"p10": 10, "p50": 50, "p90": 90}[name]))
+        return percentile(self.durations, PERCENTILES[name])
 
 
 def unit_factor(unit: str) -> float:

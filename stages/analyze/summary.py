@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stages.analyze.event_table import EventRow
+from stages.analyze.event_table import EventRow, unit_factor
 from stages.analyze.linking import ProgramIndex, ops_of, source_line
 from stages.analyze.numeric_gap import GapRow
 from stages.analyze.verdict import FAIL, Verdict, finite
@@ -89,8 +89,10 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
     }
 
 
-def latency(rows: list[EventRow]) -> tuple[float | None, float | None, float | None]:
-    """p50/p90 of Method::execute and the delegated share of it, from timed blocks."""
+def latency_ms(
+    rows: list[EventRow], time_unit: str
+) -> tuple[float | None, float | None, float | None]:
+    """p50/p90 of Method::execute in ms (rows hold `time_unit`) and the delegated share of it."""
     method = [r for r in rows if r.event_name == METHOD_EVENT and r.durations]
     if not method:
         return None, None, None
@@ -101,7 +103,8 @@ def latency(rows: list[EventRow]) -> tuple[float | None, float | None, float | N
         for r in rows
         if r.event_name == DELEGATE_CALL_EVENT and r.event_block_name == main.event_block_name
     )
-    return p50, p90, (delegate / p50 if p50 > 0 else None)
+    per_ms = unit_factor(time_unit)
+    return p50 / per_ms, p90 / per_ms, (delegate / p50 if p50 > 0 else None)
 
 
 def clean(record: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +145,7 @@ def build_summary(
 ) -> dict[str, Any]:
     """Everything summary.json holds but the artifact paths and stage seconds."""
     metric = verdict.metric
-    p50, p90, share = latency(event_rows)
+    p50_ms, p90_ms, share = latency_ms(event_rows, time_unit)
     largest = largest_gaps(gaps, verdict, top_k)
     compared = [g[metric] for g in gaps if metric in g]
     pick = min if verdict.higher_is_better else max
@@ -174,8 +177,8 @@ def build_summary(
         "higher_is_better": verdict.higher_is_better,
         "threshold": verdict.threshold,
         "first_divergence": first_divergence(verdict, index),
-        "latency_p50_ms": p50,
-        "latency_p90_ms": p90,
+        "latency_p50_ms": p50_ms,
+        "latency_p90_ms": p90_ms,
         "delegated_time_share": share,
         "partitions": len(index.maps),
         "delegated_op_ratio": len(delegated) / len(index.handles) if index.handles else None,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from stages.analyze.comparators import Comparator, crosses
 from stages.analyze.numeric_gap import GapRow
+from stages.formats.closed_sets import Precision
 
 PASS, FAIL, NOT_EVALUATED = "pass", "fail", "not_evaluated"
 
@@ -27,13 +29,17 @@ class Verdict:
     reason: str
 
 
-def threshold_for(thresholds: dict[str, float], precision: str) -> float:
-    if precision not in thresholds:
+def threshold_for(
+    thresholds: Mapping[str, float] | Mapping[Precision, float], precision: str
+) -> float:
+    """The threshold of a precision (keys are Precision members from a config, or strings)."""
+    by_name = {str(key): float(value) for key, value in thresholds.items()}
+    if precision not in by_name:
         raise VerdictConfigError(
             f"analyze.thresholds has no entry for precision {precision!r} "
-            f"(has {sorted(thresholds)}); add analyze.thresholds.{precision}=VALUE"
+            f"(has {sorted(by_name)}); add analyze.thresholds.{precision}=VALUE"
         )
-    return float(thresholds[precision])
+    return by_name[precision]
 
 
 def metric_comparator(comparators: list[Comparator], metric: str) -> Comparator:

@@ -11,7 +11,7 @@ import torch
 
 from stages.dotted_import import import_dotted
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
-from stages.formats.tracer_protocol import EventTracer
+from stages.formats.tracer_protocol import EventTracerProtocol
 
 
 class BackendError(Exception):
@@ -86,7 +86,7 @@ class BackendDetails(ABC):
 
     @abstractmethod
     def execute(
-        self, handle: Any, inputs: list[torch.Tensor], tracer: EventTracer | None
+        self, handle: Any, inputs: list[torch.Tensor], tracer: EventTracerProtocol | None
     ) -> list[torch.Tensor]:
         """Run the delegate, logging its own events to the tracer."""
 

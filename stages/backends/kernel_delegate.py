@@ -36,7 +36,7 @@ from stages.formats.op_encoding import (
     op_name,
     resolve_op,
 )
-from stages.formats.tracer_protocol import EventTracer, EventTracerDebugLogLevel
+from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProtocol
 
 INT8_MAX = 127.0
 
@@ -363,14 +363,16 @@ class KernelDelegate(BackendDetails):
             kernels=kernels,
         )
 
-    def log_kernel(self, tracer: EventTracer, kernel: _Kernel, values: list[Any], run: Any) -> None:
+    def log_kernel(
+        self, tracer: EventTracerProtocol, kernel: _Kernel, values: list[Any], run: Any
+    ) -> None:
         """Real-time logging around the kernel; qnn overrides with post-time logging."""
         entry = tracer.start_profiling_delegate(kernel.name, kernel.identifier)
         run()
         tracer.end_profiling_delegate(entry, None)
 
     def execute(
-        self, handle: _Loaded, inputs: list[torch.Tensor], tracer: EventTracer | None
+        self, handle: _Loaded, inputs: list[torch.Tensor], tracer: EventTracerProtocol | None
     ) -> list[torch.Tensor]:
         precision = handle_precision = getattr(self, "_precision_at_runtime", self.precision)
         values: list[Any] = [None] * handle.num_values

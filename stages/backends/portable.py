@@ -12,7 +12,7 @@ from stages.backends.backend_api import (
     PartitionGraph,
     PreprocessResult,
 )
-from stages.formats.tracer_protocol import EventTracer
+from stages.formats.tracer_protocol import EventTracerProtocol
 
 
 class PortableBackend(BackendDetails):
@@ -32,6 +32,6 @@ class PortableBackend(BackendDetails):
         raise BackendError("the portable backend has no delegate to initialize")
 
     def execute(
-        self, handle: Any, inputs: list[torch.Tensor], tracer: EventTracer | None
+        self, handle: Any, inputs: list[torch.Tensor], tracer: EventTracerProtocol | None
     ) -> list[torch.Tensor]:
         raise BackendError("the portable backend has no delegate to execute")

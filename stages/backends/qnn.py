@@ -13,7 +13,7 @@ from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
 from stages.backends.kernel_delegate import KernelDelegate, KernelPlan, _Kernel
 from stages.backends.op_support import NPU_STYLE_OPS, op_flops, qnn_kernel_name, tensor_bytes
 from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
-from stages.formats.tracer_protocol import EventTracer
+from stages.formats.tracer_protocol import EventTracerProtocol
 
 DEBUG_ID_PATTERN = re.compile(r"__debugID_(\d+)$")
 _METADATA = struct.Struct("<QQQ")
@@ -79,7 +79,9 @@ class QnnBackend(KernelDelegate):
         names = [name for op in kernel["ops"] for name in op["tensor_names"]]
         return identifier_for(parse_debug_ids(names))
 
-    def log_kernel(self, tracer: EventTracer, kernel: _Kernel, values: list[Any], run: Any) -> None:
+    def log_kernel(
+        self, tracer: EventTracerProtocol, kernel: _Kernel, values: list[Any], run: Any
+    ) -> None:
         run()
         precision = getattr(self, "_precision_at_runtime", self.precision)
         flops = moved = 0

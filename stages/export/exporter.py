@@ -9,11 +9,8 @@ import torch
 from torch import nn
 from torch.export import ExportedProgram
 
-from stages.export.debug_handle_pass import (
-    assign_debug_handles,
-    missing_debug_handles,
-    restore_debug_handles,
-)
+from stages.export.debug_handle_pass import assign_debug_handles, missing_debug_handles
+from stages.formats.graph_handles import restore_debug_handles
 
 
 class ExportStageError(Exception):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,8 +9,7 @@ import torch
 
 from stages.export.config import InputsConfig, InputSpec
 from stages.formats.safe_load import UnsafePayloadError, load_tensors
-
-Samples = list[tuple[torch.Tensor, ...]]
+from stages.formats.samples import Samples
 
 
 class InputsConfigError(ValueError):
@@ -89,15 +87,3 @@ def representative_inputs(specs: Sequence[InputSpec], cfg: InputsConfig) -> Samp
         if cfg.path
         else generate_inputs(specs, cfg)
     )
-
-
-def save_samples(samples: Samples, path: Path) -> None:
-    """torch.save a list of tuples atomically."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save([tuple(s) for s in samples], tmp)
-    os.replace(tmp, path)
-
-
-def load_samples(path: Path) -> Samples:
-    """Read inputs.pt / reference_outputs.pt (weights-only)."""
-    return [tuple(s) for s in load_tensors(path.read_bytes(), str(path))]

@@ -14,12 +14,13 @@ import torch
 from torch.utils import _pytree as pytree
 
 from stages.export.config import ExportConfig, InputsConfig, ModelConfig
-from stages.export.debug_handle_pass import iter_operator_nodes
-from stages.export.exported_program_io import save_exported_program
 from stages.export.exporter import export_model
 from stages.export.model_factory import build_model
-from stages.export.representative_inputs import representative_inputs, save_samples
+from stages.export.representative_inputs import representative_inputs
 from stages.formats.artifacts import ArtifactName
+from stages.formats.exported_program import save_exported_program
+from stages.formats.graph_handles import iter_operator_nodes
+from stages.formats.samples import save_samples
 
 
 @dataclass(frozen=True)

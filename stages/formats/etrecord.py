@@ -23,6 +23,8 @@ import torch
 
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
+from stages.formats.exported_program import exported_program_bytes, load_exported_program
+from stages.formats.handle_info import HandleInfo, collect_handle_info
 from stages.formats.safe_load import (
     BoundedZip,
     UnsafePayloadError,
@@ -30,6 +32,7 @@ from stages.formats.safe_load import (
     check_pt2_archive,
     load_tensors,
 )
+from stages.formats.samples import Samples
 
 ETRECORD_FORMAT = "delegate-debugger-etrecord"
 ETRECORD_VERSION = 1
@@ -44,21 +47,9 @@ DELEGATE_MAPS_MEMBER = "delegate_maps.json"
 LOWERING_INFO_MEMBER = "lowering_info.json"
 _REQUIRED = (VERSION_MEMBER, PROGRAM_MEMBER, INPUTS_MEMBER, OUTPUTS_MEMBER, HANDLES_MEMBER)
 
-Samples = list[tuple[torch.Tensor, ...]]
-
 
 class ETRecordError(Exception):
     """An ETRecord file is missing, truncated, of another version, or carries unsafe data."""
-
-
-@dataclass(frozen=True)
-class HandleInfo:
-    """What one debug handle stands for in the model."""
-
-    op_names: tuple[str, ...]
-    op_types: tuple[str, ...]
-    stack_traces: tuple[str, ...]
-    module_hierarchy: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -91,8 +82,6 @@ class ETRecord:
 
     def exported_program(self) -> torch.export.ExportedProgram:
         """The reference program with node.meta["debug_handle"] restored."""
-        from stages.export.exported_program_io import load_exported_program
-
         return load_exported_program(self.reference_program_bytes)
 
     def save(self, path: Path) -> None:
@@ -205,9 +194,6 @@ def generate_etrecord(
 
     `program_bytes` (torch.export.save output) avoids serializing the program a second time.
     """
-    from stages.export.exported_program_io import exported_program_bytes
-    from stages.export.handle_info import collect_handle_info
-
     record = ETRecord(
         reference_program_bytes=program_bytes or exported_program_bytes(exported_program),
         representative_inputs=representative_inputs,

@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-FAULT_KINDS = ("scale", "offset", "epsilon", "nan", "transpose")
+from stages.formats.closed_sets import FaultKind
+
+FAULT_KINDS: tuple[str, ...] = tuple(kind.value for kind in FaultKind)
 
 
 def apply_output_fault(output: Any, fault: dict[str, Any]) -> Any:

@@ -1,7 +1,7 @@
-"""The EventTracer surface that the executor and delegate backends call (DESIGN §4).
+"""EventTracerProtocol: the tracer surface the executor and delegate backends call (DESIGN §4).
 
-Mirrors ExecuTorch's C++ EventTracer. The run stage provides the real implementation
-(stages/run/event_tracer.py); backends and the executor depend only on this protocol.
+Mirrors ExecuTorch's C++ EventTracer. The run stage's `EventTracer` (stages/run/event_tracer.py,
+ExecuTorch's name) is the implementation; backends and the executor depend only on this protocol.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ EventTracerEntry = Any
 TensorOrTensors = torch.Tensor | Sequence[torch.Tensor]
 
 
-class EventTracer(Protocol):
+class EventTracerProtocol(Protocol):
     """Operations the executor and delegates call while a method executes."""
 
     debug_level: EventTracerDebugLogLevel

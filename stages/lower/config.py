@@ -7,6 +7,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from stages.formats.closed_sets import FaultKind, Precision
+
 
 @dataclass
 class FaultConfig:
@@ -17,7 +19,9 @@ class FaultConfig:
 
     node: str | None = None
     debug_handle: int | None = None
-    kind: str = "scale"
+    # A FaultKind value. Typed str, not FaultKind: Hydra reads `kind=nan` as a float, which an
+    # Enum field refuses; pipeline.config_checks checks it before any stage runs.
+    kind: str = FaultKind.scale.value
     value: float = 1.5
 
 
@@ -27,6 +31,6 @@ class BackendConfig:
 
     name: str = MISSING
     _target_: str = MISSING
-    precision: str = "fp32"
+    precision: Precision = Precision.fp32
     compile_specs: dict[str, Any] = field(default_factory=dict)
     fault: FaultConfig = field(default_factory=FaultConfig)

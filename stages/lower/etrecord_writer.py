@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from stages.export.handle_info import collect_handle_info
-from stages.export.representative_inputs import load_samples
 from stages.formats.etrecord import DelegateMapRecord, ETRecord
+from stages.formats.handle_info import collect_handle_info
 from stages.formats.program import Program
+from stages.formats.samples import load_samples
 
 
 def lowered_graph_text(lowered: Program) -> str:

@@ -17,13 +17,12 @@ from typing import Any
 import torch
 
 from stages.backends.backend_api import BackendDetails, PreprocessResult, backend_class
-from stages.export.debug_handle_pass import iter_operator_nodes
-from stages.export.exported_program_io import load_exported_program
-from stages.export.representative_inputs import load_samples
 from stages.formats.artifacts import ArtifactName
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import DelegateMapRecord
+from stages.formats.exported_program import load_exported_program
 from stages.formats.fault_injection import FAULT_KINDS
+from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -31,6 +30,7 @@ from stages.formats.program import (
     SubProgram,
 )
 from stages.formats.reference_capture import capture_node_outputs
+from stages.formats.samples import load_samples
 from stages.formats.shared_weights import weight_file
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord

@@ -3,6 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class RuntimeName(StrEnum):
+    """The runtimes the run stage has (`runtime.name`)."""
+
+    emulated = "emulated"
+
+
+class DebugLevel(StrEnum):
+    """Which tensors the tracer captures (`runtime.debug_level`), as ExecuTorch's log levels."""
+
+    none = "none"
+    program_outputs = "program_outputs"
+    intermediate_outputs = "intermediate_outputs"
+
+
+class ProfilingLevel(StrEnum):
+    """Which events the tracer times (`runtime.profiling_level`)."""
+
+    all = "all"
+    method_only = "method_only"
+    none = "none"
 
 
 @dataclass
@@ -18,11 +41,11 @@ class EventFilterConfig:
 class RuntimeConfig:
     """Warmup and timed iterations, and what the tracer captures."""
 
-    name: str = "emulated"
+    name: RuntimeName = RuntimeName.emulated
     warmup: int = 1
     iterations: int = 10
-    debug_level: str = "intermediate_outputs"
-    profiling_level: str = "all"
+    debug_level: DebugLevel = DebugLevel.intermediate_outputs
+    profiling_level: ProfilingLevel = ProfilingLevel.all
     # Allocation events (memory per allocator). ExecuTorch 1.5.1's Inspector raises on them
     # ("Unable to find populated event") though its parser reads them: turn off for its Inspector.
     track_allocations: bool = True

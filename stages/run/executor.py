@@ -24,16 +24,16 @@ from stages.formats.program import (
     Program,
     SubProgram,
 )
-from stages.formats.tracer_protocol import EventTracer, EventTracerDebugLogLevel
+from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProtocol
 
-Step = Callable[[list[Any], EventTracer | None], None]
+Step = Callable[[list[Any], EventTracerProtocol | None], None]
 
 
 class ExecutionError(Exception):
     """The program cannot run on these inputs; the message says which instruction."""
 
 
-def _capture(tracer: EventTracer | None) -> bool:
+def _capture(tracer: EventTracerProtocol | None) -> bool:
     return (
         tracer is not None and tracer.debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
     )
@@ -48,7 +48,7 @@ class CompiledSub:
         self.steps = [executor.compile(i) for i in sub.instructions]
         self.output_binders = [bind(o) for o in sub.outputs]
 
-    def run(self, values: list[Any], tracer: EventTracer | None) -> list[Any]:
+    def run(self, values: list[Any], tracer: EventTracerProtocol | None) -> list[Any]:
         for step in self.steps:
             step(values, tracer)
         return [b(values) for b in self.output_binders]
@@ -108,7 +108,7 @@ class Executor:
             if fault is not None and primary >= 0:
                 values[primary] = apply_output_fault(values[primary], fault)
 
-        def step(values: list[Any], tracer: EventTracer | None) -> None:
+        def step(values: list[Any], tracer: EventTracerProtocol | None) -> None:
             if tracer is None:
                 compute(values)
                 return
@@ -131,7 +131,7 @@ class Executor:
         handle = backend.init(blob, instr.compile_specs)
         ins, outs, iid = instr.inputs, instr.outputs, instr.instruction_id
 
-        def step(values: list[Any], tracer: EventTracer | None) -> None:
+        def step(values: list[Any], tracer: EventTracerProtocol | None) -> None:
             inputs = [values[v] for v in ins]
             if tracer is None:
                 results = backend.execute(handle, inputs, None)
@@ -150,7 +150,7 @@ class Executor:
         pred, operands, outs = instr.predicate, instr.operands, instr.outputs
         name, handle, iid = instr.name, instr.debug_handle, instr.instruction_id
 
-        def step(values: list[Any], tracer: EventTracer | None) -> None:
+        def step(values: list[Any], tracer: EventTracerProtocol | None) -> None:
             branch = true_branch if bool(values[pred]) else false_branch
             local: list[Any] = [None] * branch.num_values
             for vid, operand in zip(branch.inputs, operands, strict=True):
@@ -166,7 +166,7 @@ class Executor:
         return step
 
     def execute(
-        self, inputs: Sequence[torch.Tensor], tracer: EventTracer | None = None
+        self, inputs: Sequence[torch.Tensor], tracer: EventTracerProtocol | None = None
     ) -> list[Any]:
         """One execution of the method; outputs flattened like the exported program's."""
         main = self.main

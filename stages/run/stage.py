@@ -7,18 +7,18 @@ separate executions ('Execute (intermediate outputs)' blocks) so latencies are n
 from __future__ import annotations
 
 import hashlib
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from stages.export.representative_inputs import load_samples, save_samples
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump.records import LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.program import load_program
+from stages.formats.samples import load_samples, save_samples
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
+from stages.percentiles import percentile
 from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
@@ -136,12 +136,9 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         "events": float(sum(len(b.events) for b in data.run_data)),
     }
     if method_ms:
-        quantiles = (
-            statistics.quantiles(method_ms, n=10) if len(method_ms) > 1 else [method_ms[0]] * 9
-        )
         metrics |= {
-            "latency_p50_ms": statistics.median(method_ms),
-            "latency_p90_ms": quantiles[8],
+            "latency_p50_ms": percentile(method_ms, 50.0),
+            "latency_p90_ms": percentile(method_ms, 90.0),
             "latency_min_ms": min(method_ms),
         }
     return RunArtifacts(

@@ -15,12 +15,13 @@ from omegaconf import OmegaConf
 
 from stages.analyze.loading import load_inputs
 from stages.export.config import InputSpec, ModelConfig
-from stages.export.exported_program_io import ExportedProgramError, load_exported_program
 from stages.export.model_factory import ModelConfigError, build_model
-from stages.export.representative_inputs import InputsConfigError, load_inputs_file, load_samples
+from stages.export.representative_inputs import InputsConfigError, load_inputs_file
 from stages.formats.etrecord import ETRecord, ETRecordError
+from stages.formats.exported_program import ExportedProgramError, load_exported_program
 from stages.formats.program import ProgramError, load_program
 from stages.formats.safe_load import UnsafePayloadError
+from stages.formats.samples import load_samples
 from stages.lower.stage import run_lower
 from stages.run.stage import run_run
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.export.exported_program_io import (
+from stages.formats.exported_program import (
     ExportedProgramError,
     exported_program_bytes,
     load_exported_program,

@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 from stages.backends.backend_api import BackendError
 from stages.backends.kernel_blob import decode_blob
-from stages.export.representative_inputs import load_samples
 from stages.formats.program import ProgramError, load_program
+from stages.formats.samples import load_samples
 from stages.lower.stage import LoweringError
 from stages.run.executor import Executor
 from tests.helpers.lowering import export_and_lower, relative_error

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from stages.export.debug_handle_pass import iter_operator_nodes
 from stages.export.stage import run_export
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import ETRecord
+from stages.formats.graph_handles import iter_operator_nodes
 from stages.lower.stage import run_lower
 from tests.helpers.lowering import export_and_lower
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from stages.export.debug_handle_pass import iter_operator_nodes
-from stages.export.exported_program_io import load_exported_program
-from stages.export.representative_inputs import load_samples
 from stages.formats.etrecord import ETRecord
+from stages.formats.exported_program import load_exported_program
+from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import load_program
+from stages.formats.samples import load_samples
 from stages.run.executor import Executor
 from tests.helpers.configs import ZOO_MODELS
 from tests.helpers.lowering import export_and_lower, operator_handles, relative_error, snr_db

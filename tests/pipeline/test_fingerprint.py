@@ -14,15 +14,15 @@ def test_flatten_config_nests_with_dots() -> None:
 def test_fingerprint_changes_with_config_input_and_names_the_cause(tmp_path: Path) -> None:
     data = tmp_path / "inputs.pt"
     data.write_bytes(b"one")
-    base = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline",))
-    same = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline",))
+    base = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline.fingerprint",))
+    same = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline.fingerprint",))
     assert base.digest == same.digest
 
-    deeper = compute_fingerprint({"model": {"depth": 2}}, [data], ("pipeline",))
+    deeper = compute_fingerprint({"model": {"depth": 2}}, [data], ("pipeline.fingerprint",))
     assert deeper.digest != base.digest
     assert "model.depth: 1 -> 2" in explain_change(base, deeper)
 
     data.write_bytes(b"two")
-    new_input = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline",))
+    new_input = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline.fingerprint",))
     assert new_input.digest != base.digest
     assert "input files changed (inputs.pt)" in explain_change(base, new_input)

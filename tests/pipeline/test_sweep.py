@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import socket
 import subprocess
 from pathlib import Path
 
@@ -112,3 +113,35 @@ def test_submitit_local_launcher_records_the_sweep(tmp_path: Path) -> None:
     _, (parent,), children = _runs(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     assert len(children) == 2 and all(c.info.status == "FINISHED" for c in children)
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("tracking", ["none", "unreachable_server"])
+def test_a_sweep_with_a_failed_job_exits_non_zero_without_a_tracking_store(
+    tmp_path: Path, tracking: str
+) -> None:
+    """(With the default sqlite store: test_a_failing_job_does_not_stop_the_others.) The basic
+    launcher keeps it fast; failures are counted from job dirs whatever the launcher."""
+    tracking_args = {
+        "none": ["tracking=none"],
+        "unreachable_server": [f"tracking.uri=http://127.0.0.1:{_closed_port()}"],
+    }[tracking]
+    # mlp has linear_2 but no node named absent: that job's lower stage fails.
+    result = sweep(
+        tmp_path,
+        "model=mlp",
+        "stages=[export,lower]",
+        "backend.fault.node=linear_2,absent",
+        "hydra/launcher=basic",
+        *tracking_args,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "error: 1 sweep job(s) failed: mlp/xnnpack" in output
+    assert len(list((tmp_path / "sweep").glob("*/program.pte"))) == 1  # the other job finished

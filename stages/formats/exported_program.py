@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch.export import ExportedProgram
 
-from stages.export.debug_handle_pass import restore_debug_handles
+from stages.formats.graph_handles import restore_debug_handles
 from stages.formats.safe_load import UnsafePayloadError, load_exported_program_bytes
 
 

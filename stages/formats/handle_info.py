@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from torch.export import ExportedProgram
 
-from stages.export.debug_handle_pass import iter_operator_nodes
 from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle
-from stages.formats.etrecord import HandleInfo
+from stages.formats.graph_handles import iter_operator_nodes
+
+
+@dataclass(frozen=True)
+class HandleInfo:
+    """What one debug handle stands for in the model."""
+
+    op_names: tuple[str, ...]
+    op_types: tuple[str, ...]
+    stack_traces: tuple[str, ...]
+    module_hierarchy: tuple[str, ...]
 
 
 def op_type(target: object) -> str:

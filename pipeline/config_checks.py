@@ -1,0 +1,54 @@
+"""Checks of option values a schema cannot express, run after compose and before any stage."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from pipeline.errors import ConfigValueError
+from stages.formats.closed_sets import FaultKind
+
+
+def check_gap_metric(cfg: DictConfig) -> None:
+    """`analyze.gap_metric` names a listed comparator (or, with a custom one, maybe its name)."""
+    analyze = cfg.analyze
+    listed = [str(name) for name in analyze.comparators]
+    if str(analyze.gap_metric) in listed or analyze.get("custom_comparator"):
+        return
+    raise ConfigValueError(
+        f"analyze.gap_metric={analyze.gap_metric!s} is not among analyze.comparators={listed}; "
+        "pick one of those, add it to analyze.comparators, or set analyze.custom_comparator"
+    )
+
+
+def check_fault_kind(cfg: DictConfig) -> None:
+    """`backend.fault.kind` is a FaultKind, whether or not a fault target is set."""
+    kind = str(cfg.backend.fault.kind)
+    if kind not in set(FaultKind):
+        raise ConfigValueError(
+            f"backend.fault.kind={kind}: choose one of {[kind.value for kind in FaultKind]}"
+        )
+
+
+def check_backend_precision(cfg: DictConfig) -> None:
+    """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
+    from stages.backends.backend_api import BackendError, backend_class
+
+    backend = cfg.backend
+    try:
+        offered = backend_class(str(backend.name), backend.get("_target_")).precisions()
+    except BackendError as exc:
+        raise ConfigValueError(str(exc)) from exc
+    if str(backend.precision) not in offered:
+        raise ConfigValueError(
+            f"backend.precision={backend.precision!s} is not supported by backend "
+            f"'{backend.name}'; choose one of {list(offered)}"
+        )
+
+
+def check_config(cfg: DictConfig, stages: list[str]) -> None:
+    """Every check a schema cannot express, for the selected stages; raises ConfigValueError."""
+    if "lower" in stages:
+        check_fault_kind(cfg)
+        check_backend_precision(cfg)
+    if "analyze" in stages:
+        check_gap_metric(cfg)

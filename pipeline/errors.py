@@ -24,3 +24,11 @@ class StageFailedError(PipelineError):
 
 class ModelOptionError(PipelineError):
     """The model config lacks what the export stage needs (e.g. `model=custom` without a target)."""
+
+
+class RunInterruptedError(PipelineError):
+    """Ctrl-C stopped the run; its tracking run is KILLED and finished stages are kept."""
+
+    def __init__(self, resume_command: str) -> None:
+        self.resume_command = resume_command
+        super().__init__(f"interrupted; finished stages are kept, resume with: {resume_command}")

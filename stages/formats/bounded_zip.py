@@ -51,7 +51,14 @@ class BoundedZip:
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(data))
             members = self._zip.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            OSError,
+            ValueError,
+            EOFError,
+            NotImplementedError,
+        ) as exc:
             raise ZipLimitError(f"{what} is not a readable zip archive ({exc})") from exc
         _check_layout(members, self._zip.start_dir, self.size, what, limits)
         self._members: dict[str, zipfile.ZipInfo] = {}
@@ -85,7 +92,7 @@ class BoundedZip:
                             f"{self.what} member {name} inflates beyond its declared "
                             f"{info.file_size} bytes; refusing it"
                         )
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
             if isinstance(exc, ZipLimitError):
                 raise
             raise ZipLimitError(f"{self.what} member {name} is corrupt ({exc})") from exc

@@ -15,7 +15,7 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from pipeline.config import register_configs  # noqa: E402
-from pipeline.errors import PipelineError  # noqa: E402
+from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
 from pipeline.job_failures import FailedJob, record_failed_job  # noqa: E402
 from pipeline.run_dirs import register_run_suffix  # noqa: E402
@@ -23,12 +23,18 @@ from pipeline.run_dirs import register_run_suffix  # noqa: E402
 register_configs()
 register_run_suffix()
 
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
 
 @hydra.main(version_base="1.3", config_path="pkg://conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     """Run the pipeline for one composed config (one job of a sweep)."""
     try:
         run_from_hydra(cfg)
+    except RunInterruptedError as exc:
+        # One line, no traceback: the tracking run is already KILLED, the stages done are kept.
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(INTERRUPTED_EXIT_CODE)
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         hydra_cfg = HydraConfig.get()
@@ -42,4 +48,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # before a run started (composing the config, starting up)
+        print("error: interrupted before the run started; nothing to resume", file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT_CODE)

@@ -28,3 +28,11 @@ class ModelOptionError(PipelineError):
 
 class ConfigValueError(PipelineError):
     """An option's value does not fit the others (e.g. a gap metric no comparator computes)."""
+
+
+class RunInterruptedError(PipelineError):
+    """Ctrl-C stopped the run; its tracking run is KILLED and finished stages are kept."""
+
+    def __init__(self, resume_command: str) -> None:
+        self.resume_command = resume_command
+        super().__init__(f"interrupted; finished stages are kept, resume with: {resume_command}")

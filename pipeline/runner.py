@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import shlex
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -18,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.config import STAGE_ORDER, stage_names
 from pipeline.config_checks import check_config
 from pipeline.cpu_threads import use_free_cores
-from pipeline.errors import StageFailedError, StageSelectionError
+from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
 from pipeline.model_option import settle_model_option
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
@@ -153,6 +155,49 @@ def _attach_log_file(run_dir: Path) -> logging.Handler | None:
     return handler
 
 
+def _ignore_sigint() -> Any:
+    """Ignore further Ctrl-C (main thread only); the handler to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_stages(
+    names: list[str],
+    cfg: DictConfig,
+    run_dir: Path,
+    cache: StageCache,
+    tracker: Tracker,
+    resume: str,
+    result: PipelineResult,
+) -> None:
+    """Run or reuse each stage in order, tracking its outcome, metrics and artifacts."""
+    for index, name in enumerate(names, start=1):
+        log.debug("[%d/%d] %s", index, len(names), name)
+        try:
+            outcome = _run_stage(name, cfg, run_dir, cache)
+        except StageSelectionError:
+            tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
+            raise
+        except Exception as exc:
+            log.error("stage %s failed:\n%s", name, traceback.format_exc())
+            tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
+            raise StageFailedError(name, exc, resume) from exc
+        except KeyboardInterrupt:
+            tracker.set_tags({f"stage.{name}": "interrupted"})
+            raise
+        result.stages.append(outcome)
+        tracker.set_tags({f"stage.{name}": outcome.status.value})
+        metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
+        metrics[f"time.{name}_s"] = outcome.seconds
+        tracker.log_metrics(metrics)
+        files = _artifact_files(outcome.artifacts, run_dir)
+        tracker.log_artifacts(files, name)
+        for path in files:
+            if path.suffix == ".csv":
+                tracker.log_table(path, f"tables/{path.stem}.json")
+
+
 def run_pipeline(
     cfg: DictConfig,
     *,
@@ -190,30 +235,16 @@ def run_pipeline(
     run_name = (
         cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
     )
-    tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
-    result.tracking_run_id = tracker.run_id
+    previous_sigint = None
     try:
-        for index, name in enumerate(names, start=1):
-            log.debug("[%d/%d] %s", index, len(names), name)
-            try:
-                outcome = _run_stage(name, cfg, run_dir, cache)
-            except StageSelectionError:
-                tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
-                raise
-            except Exception as exc:
-                log.error("stage %s failed:\n%s", name, traceback.format_exc())
-                tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
-                raise StageFailedError(name, exc, resume) from exc
-            result.stages.append(outcome)
-            tracker.set_tags({f"stage.{name}": outcome.status.value})
-            metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
-            metrics[f"time.{name}_s"] = outcome.seconds
-            tracker.log_metrics(metrics)
-            files = _artifact_files(outcome.artifacts, run_dir)
-            tracker.log_artifacts(files, name)
-            for path in files:
-                if path.suffix == ".csv":
-                    tracker.log_table(path, f"tables/{path.stem}.json")
+        tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
+        result.tracking_run_id = tracker.run_id
+        _run_stages(names, cfg, run_dir, cache, tracker, resume, result)
+    except KeyboardInterrupt:
+        previous_sigint = _ignore_sigint()  # a second Ctrl-C must not cut the bookkeeping short
+        tracker.finish(failed=True, error="interrupted by the user (Ctrl-C)", killed=True)
+        result.tracking = tracker.describe()
+        raise RunInterruptedError(resume) from None
     except BaseException as exc:
         tracker.finish(failed=True, error=f"{type(exc).__name__}: {exc}")
         result.tracking = tracker.describe()
@@ -228,6 +259,8 @@ def run_pipeline(
         if handler is not None:
             logging.getLogger().removeHandler(handler)
             handler.close()
+        if previous_sigint is not None:
+            signal.signal(signal.SIGINT, previous_sigint)
     tracker.finish(failed=False)
     result.tracking = tracker.describe()
     if print_summary:

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.job_failures import failed_jobs
 from pipeline.run_dirs import register_run_suffix
+from pipeline.run_liveness import process_tags
 from pipeline.tracker_factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking import (
     default_artifact_root,
@@ -61,7 +62,12 @@ class SweepTracking(Callback):
         run = self.client.create_run(
             self.experiment_id,
             run_name=f"sweep {Path(sweep_dir).name}",
-            tags={"sweep": "parent", "sweep_dir": sweep_dir, "overrides": " ".join(overrides)},
+            tags={
+                "sweep": "parent",
+                "sweep_dir": sweep_dir,
+                "overrides": " ".join(overrides),
+                **process_tags(),  # so a later start can mark it KILLED if this process dies
+            },
         )
         self.parent_id = run.info.run_id
         os.environ[PARENT_RUN_ENV] = self.parent_id

@@ -25,6 +25,7 @@ from pipeline.dependency_logs import quiet_dependency_logs
 from pipeline.fingerprint import flatten_config
 from pipeline.hard_links import link_or_copy
 from pipeline.mlflow_tables import LOGGED_ARTIFACTS_TAG, table_json
+from pipeline.run_liveness import mark_dead_runs_killed, process_tags
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class Tracker(Protocol):
     def log_artifacts(self, files: Sequence[Path], artifact_dir: str) -> None: ...
     def log_table(self, csv_path: Path, artifact_file: str) -> None: ...
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
-    def finish(self, failed: bool, error: str | None = None) -> None: ...
+    def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None: ...
     def describe(self) -> str: ...
 
 
@@ -71,7 +72,7 @@ class NullTracker:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         return None
 
-    def finish(self, failed: bool, error: str | None = None) -> None:
+    def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
         return None
 
     def describe(self) -> str:
@@ -195,7 +196,8 @@ class MlflowTracker:
     ) -> None:
         from mlflow.entities import Param, RunTag
 
-        all_tags = dict(tags)
+        mark_dead_runs_killed(self.client)
+        all_tags = {**tags, **process_tags()}
         if self.parent_run_id:
             all_tags["mlflow.parentRunId"] = self.parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
@@ -257,12 +259,14 @@ class MlflowTracker:
             return
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
 
-    def finish(self, failed: bool, error: str | None = None) -> None:
+    def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
+        """End the run: FINISHED, FAILED, or KILLED when a person interrupted it."""
         if self.run_id is None:
             return
         if error:
             self.set_tags({"error": error})
-        self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
+        status = "KILLED" if killed else "FAILED" if failed else "FINISHED"
+        self.client.set_terminated(self.run_id, status=status)
 
     def run_url(self) -> str | None:
         if self.run_id is None or not self.uri.startswith(("http://", "https://")):

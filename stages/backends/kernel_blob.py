@@ -105,13 +105,18 @@ def decode_blob(blob: bytes) -> tuple[dict[str, Any], list[BlobTensor]]:
     except (UnicodeDecodeError, ValueError) as exc:
         raise BackendError(f"delegate blob: corrupt kernel table ({exc})") from exc
     view = memoryview(blob)
-    tensors = [
-        BlobTensor(
-            name=str(e["name"]),
-            value_id=int(e["value_id"]),
-            tensor=_read_tensor(view, base, e["data"]),
-            scales=_read_tensor(view, base, e["scales"]) if "scales" in e else None,
-        )
-        for e in document.pop("tensors")
-    ]
+    try:
+        tensors = [
+            BlobTensor(
+                name=str(e["name"]),
+                value_id=int(e["value_id"]),
+                tensor=_read_tensor(view, base, e["data"]),
+                scales=_read_tensor(view, base, e["scales"]) if "scales" in e else None,
+            )
+            for e in document.pop("tensors")
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RuntimeError) as exc:
+        raise BackendError(
+            f"delegate blob: corrupt tensor table ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from exc
     return document, tensors

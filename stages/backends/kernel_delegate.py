@@ -39,6 +39,16 @@ from stages.formats.op_encoding import (
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProtocol
 
 INT8_MAX = 127.0
+# What reading a kernel table with a wrong field type, a missing key or a bad shape raises.
+_CORRUPT_TABLE = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RuntimeError,
+)
 
 
 def _is_getitem(node: torch.fx.Node) -> bool:
@@ -307,7 +317,17 @@ class KernelDelegate(BackendDetails):
         return identifier
 
     def init(self, processed_bytes: bytes, compile_specs: dict[str, Any]) -> _Loaded:
+        """The kernels and constants of processed bytes; BackendError for any corrupt field."""
         document, tensors = decode_blob(processed_bytes)
+        try:
+            return self._load(document, tensors)
+        except _CORRUPT_TABLE as exc:
+            raise BackendError(
+                f"{self.name}: corrupt kernel table in processed bytes "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            ) from exc
+
+    def _load(self, document: dict[str, Any], tensors: list[Any]) -> _Loaded:
         precision = str(document.get("precision", "fp32"))
         constants = []
         for t in tensors:
@@ -319,40 +339,35 @@ class KernelDelegate(BackendDetails):
                 value = value.to(torch.float32)
             constants.append((t.value_id, value))
         kernels = []
-        try:
-            for k in document["kernels"]:
-                ops = []
-                cost_ops = []
-                for o in k["ops"]:
-                    fn = resolve_op(str(o["op"]))
-                    args = [decode_arg(a) for a in o["args"]]
-                    kwargs = {str(key): decode_arg(v) for key, v in o["kwargs"].items()}
-                    kw_binders = {key: bind(v) for key, v in kwargs.items()}
-                    ops.append(
-                        (
-                            fn,
-                            bind_args(args),
-                            kw_binders,
-                            [int(v) for v in o["outputs"]],
-                            bool(o["multi"]),
-                        )
-                    )
-                    cost_ops.append((str(o["op"]), bind_args(args), int(o["outputs"][0])))
-                kernels.append(
-                    _Kernel(
-                        identifier=self.kernel_identifier(k),
-                        name=str(k["name"]),
-                        ops=ops,
-                        output=int(k["output"]),
-                        out_scale=k.get("out_scale"),
-                        fault=k.get("fault"),
-                        cost_ops=cost_ops,
+        for k in document["kernels"]:
+            ops = []
+            cost_ops = []
+            for o in k["ops"]:
+                fn = resolve_op(str(o["op"]))
+                args = [decode_arg(a) for a in o["args"]]
+                kwargs = {str(key): decode_arg(v) for key, v in o["kwargs"].items()}
+                kw_binders = {key: bind(v) for key, v in kwargs.items()}
+                ops.append(
+                    (
+                        fn,
+                        bind_args(args),
+                        kw_binders,
+                        [int(v) for v in o["outputs"]],
+                        bool(o["multi"]),
                     )
                 )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BackendError(
-                f"{self.name}: corrupt kernel table in processed bytes ({exc})"
-            ) from exc
+                cost_ops.append((str(o["op"]), bind_args(args), int(o["outputs"][0])))
+            kernels.append(
+                _Kernel(
+                    identifier=self.kernel_identifier(k),
+                    name=str(k["name"]),
+                    ops=ops,
+                    output=int(k["output"]),
+                    out_scale=k.get("out_scale"),
+                    fault=k.get("fault"),
+                    cost_ops=cost_ops,
+                )
+            )
         self._precision_at_runtime = precision
         return _Loaded(
             num_values=int(document["num_values"]),

@@ -26,12 +26,15 @@ class ZipLimitError(ValueError):
 class ZipLimits:
     """What an archive may legitimately declare.
 
-    `max_ratio` bounds inflated / compressed size per member (stored members are 1); the total a
-    file may inflate to is therefore at most `max_ratio` times its own size, and `max_total_bytes`.
+    `max_ratio` bounds inflated / compressed size per member (stored members are 1);
+    `max_total_ratio` bounds what the whole file inflates to (at least its size + 1 MiB), and
+    `max_total_bytes` caps it. Every writer of these formats (torch.save, torch.export.save,
+    ExecuTorch's ETRecord, this tool) stores members uncompressed, so 10x is generous.
     """
 
     max_members: int = 65_536
     max_ratio: float = 100.0
+    max_total_ratio: float = 10.0
     max_total_bytes: int = 16 << 30
 
 
@@ -48,7 +51,14 @@ class BoundedZip:
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(data))
             members = self._zip.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            OSError,
+            ValueError,
+            EOFError,
+            NotImplementedError,
+        ) as exc:
             raise ZipLimitError(f"{what} is not a readable zip archive ({exc})") from exc
         _check_layout(members, self._zip.start_dir, self.size, what, limits)
         self._members: dict[str, zipfile.ZipInfo] = {}
@@ -82,7 +92,7 @@ class BoundedZip:
                             f"{self.what} member {name} inflates beyond its declared "
                             f"{info.file_size} bytes; refusing it"
                         )
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
             if isinstance(exc, ZipLimitError):
                 raise
             raise ZipLimitError(f"{self.what} member {name} is corrupt ({exc})") from exc
@@ -133,7 +143,7 @@ def _check_layout(
                 "or a file this tool did not write; refusing it before inflating"
             )
         total += info.file_size
-    budget = min(limits.max_total_bytes, max(int(limits.max_ratio * size), size + _CHUNK))
+    budget = min(limits.max_total_bytes, max(int(limits.max_total_ratio * size), size + _CHUNK))
     if total > budget:
         raise ZipLimitError(
             f"{what} declares {total} bytes in total for a {size}-byte file (limit {budget}); "

@@ -133,7 +133,14 @@ def _entry_points(
                 ETRecordError,
             ),
         ],
-        "executorch_etrecord": [("ETRecord.load", ETRecord.load, ETRecordError)],
+        "executorch_etrecord": [
+            ("ETRecord.load", ETRecord.load, ETRecordError),
+            (
+                "analyze.etrecord=",
+                lambda p: load_inputs(clean.run_dir / "etdump.etdp", None, p),
+                ETRecordError,
+            ),
+        ],
         "program": [
             ("load_program", load_program, ProgramError),
             (

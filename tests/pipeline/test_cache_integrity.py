@@ -17,18 +17,27 @@ from pipeline.stage_cache import StageCache
 
 STAGES = ["export", "lower", "run", "analyze"]
 # One case per kind of artifact a later run may reuse: (stage that wrote it, file name).
+# `test_published_artifacts_are_read_only_and_hashed` checks this is every output a run records.
 CACHED_ARTIFACTS = [
     ("export", "exported.pt2"),
     ("export", "inputs.pt"),
+    ("export", "reference_outputs.pt"),
     ("lower", "etrecord.zip"),
     ("lower", "program.pte"),
     ("lower", "lowering.json"),
     ("run", "etdump.etdp"),
     ("run", "debug.bin"),
+    ("run", "run_outputs.pt"),
     ("analyze", "summary.json"),
+    ("analyze", "events.csv"),
+    ("analyze", "numeric_gap.csv"),
+    ("analyze", "trace.json"),
+    ("analyze", "report.html"),
+    ("analyze", "top_ops_p50.png"),
+    ("analyze", "numeric_gap.png"),
 ]
 # Artifacts a recomputation writes byte for byte again (zips carry timestamps; ETDumps timings).
-BYTE_STABLE = {"exported.pt2", "inputs.pt", "debug.bin"}
+BYTE_STABLE = {"exported.pt2", "inputs.pt", "reference_outputs.pt", "debug.bin"}
 
 
 def _sha(path: Path) -> str:
@@ -55,16 +64,20 @@ def test_published_artifacts_are_read_only_and_hashed(
 ) -> None:
     cfg = tiny_cfg("mlp", "tracking=none")
     result = _run(cfg, tmp_path / "a")
+    recorded = set()
     for stage in STAGES:
         entry = _entry(cfg, result.run_dir, stage)
         record = json.loads((entry / "record.json").read_text())
         assert set(record["sha256"]) == set(record["outputs"].values())
+        recorded |= {(stage, rel) for rel in record["outputs"].values()}
         for rel, digest in record["sha256"].items():
             published = entry / "files" / rel
             assert published.stat().st_mode & 0o222 == 0, f"{published} is writable"
             assert _sha(published) == digest
             # The run dir holds the same read-only inode, not a second copy.
             assert (result.run_dir / rel).samefile(published)
+    # The corruption test below covers every kind of artifact the cache publishes.
+    assert recorded == set(CACHED_ARTIFACTS)
 
 
 @pytest.mark.parametrize(("stage", "name"), CACHED_ARTIFACTS)

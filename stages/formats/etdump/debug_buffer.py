@@ -38,6 +38,7 @@ _TO_SCALAR = {
     torch.bfloat16: ScalarType.BFLOAT16,
 }
 _FROM_SCALAR = {int(v): k for k, v in _TO_SCALAR.items()}
+_MAX_TENSOR_SPAN = 1 << 62  # bytes; sizes whose product passes this overflow torch's int64 math
 
 
 class DebugBufferError(ETDumpError):
@@ -158,8 +159,12 @@ def tensor_from_buffer(
         raise ETDumpError(f"{where}: unsupported scalar type {record.scalar_type}")
     if any(s < 0 for s in record.sizes):
         raise ETDumpError(f"{where}: negative tensor size {record.sizes}")
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if math.prod(max(s, 1) for s in record.sizes) * itemsize > _MAX_TENSOR_SPAN:
+        # Even an empty tensor's strides are products of its sizes: torch would overflow.
+        raise ETDumpError(f"{where}: tensor sizes {record.sizes} are beyond any real tensor")
     numel = math.prod(record.sizes)
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    nbytes = numel * itemsize
     if record.offset < 0 or record.offset + nbytes > len(buffer):
         raise ETDumpError(
             f"{where}: tensor at offset {record.offset} needs {nbytes} bytes but the buffer has "

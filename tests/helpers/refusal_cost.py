@@ -1,0 +1,75 @@
+"""Measure what refusing hostile files costs, in a fresh process: `python -m ... spec.json`.
+
+The spec names warm-up loads (clean files, so lazy imports and caches are paid before measuring)
+and hostile cases (loader, file, the error it must raise). With `"baseline": true` only the
+warm-ups run; the caller compares both processes' peak RSS, so the difference is what the
+hostile files cost. Prints one JSON document: per case the elapsed seconds, the error raised and
+the peak RSS so far; and the process's final peak RSS (bytes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _resolve(dotted: str) -> Any:
+    """`package.module:Name.attr` -> the object."""
+    module, _, names = dotted.partition(":")
+    found: Any = importlib.import_module(module)
+    for name in names.split("."):
+        found = getattr(found, name)
+    return found
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def inflate_largest_member(path: Path, limit: int = 300 << 20) -> None:
+    """The control: what reading a bomb without bounds costs (up to `limit` bytes inflated)."""
+    import zipfile
+
+    with (
+        zipfile.ZipFile(path) as archive,
+        archive.open(max(archive.infolist(), key=lambda i: i.file_size)) as member,
+    ):
+        inflated = member.read(limit)
+    raise ValueError(f"{path}: inflated {len(inflated)} bytes unchecked")
+
+
+def _case(case: dict[str, Any]) -> dict[str, Any]:
+    loader, expected = _resolve(case["loader"]), _resolve(case["error"])
+    started = time.perf_counter()
+    try:
+        loader(Path(case["path"]))
+        error, message = None, ""
+    except Exception as exc:  # the caller checks the type; anything is reported, not raised
+        error, message = exc, str(exc)
+    elapsed = time.perf_counter() - started
+    return {
+        "name": case["name"],
+        "seconds": elapsed,
+        "error": type(error).__name__ if error is not None else None,
+        "expected_error": isinstance(error, expected),
+        "message": message[:400],
+        "peak_rss": peak_rss_bytes(),
+    }
+
+
+def main(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    for warm in spec["warmups"]:
+        _resolve(warm["loader"])(Path(warm["path"]))
+    results = [] if spec.get("baseline") else [_case(c) for c in spec["cases"]]
+    print(json.dumps({"cases": results, "peak_rss": peak_rss_bytes()}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,120 @@
+"""Interruptions are recorded truthfully: Ctrl-C ends the run KILLED with one line; SIGKILL is found.
+
+The CLI runs for real in a subprocess. A model file whose factory announces itself and then
+sleeps keeps the export stage busy until the test has sent its signal, so no timing guesses.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+from pipeline.run_liveness import HOST_TAG, KILLED_REASON_TAG, PID_TAG
+from tests.helpers.cli_runner import REPO
+
+_STORE_CREATION = " INFO mlflow.store.db.utils: "
+SLOW_MODEL = """
+import time
+from pathlib import Path
+
+from torch import nn
+
+
+def make():
+    Path("factory_started").write_text("now")
+    time.sleep(600)  # the test interrupts or kills the process long before this ends
+    return nn.Linear(4, 2)
+"""
+
+
+def _start(cwd: Path) -> subprocess.Popen[str]:
+    (cwd / "slow_model.py").write_text(SLOW_MODEL)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    args = [
+        "model=custom",
+        "model._target_=./slow_model.py:make",
+        "model.inputs=[{shape:[1,4]}]",
+        "backend=portable",
+        "hydra.run.dir=outputs/runs/interrupted",
+    ]
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_export(process: subprocess.Popen[str], cwd: Path) -> None:
+    """Until the export stage is inside the model factory (the tracking run has started)."""
+    deadline = time.monotonic() + 90
+    while not (cwd / "factory_started").exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the export stage never started"
+        time.sleep(0.05)
+
+
+def _runs(cwd: Path) -> list:  # type: ignore[type-arg]
+    client = MlflowClient(f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return client.search_runs(experiments, order_by=["attributes.start_time ASC"])
+
+
+def test_ctrl_c_ends_the_run_killed_with_one_line_naming_the_resume_command(
+    tmp_path: Path,
+) -> None:
+    process = _start(tmp_path)
+    _wait_for_export(process, tmp_path)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+
+    assert process.returncode == 130, err
+    assert "Traceback" not in out + err, err
+    # MLflow announces creating a fresh store at start-up; everything else is the one line.
+    lines = [line for line in err.splitlines() if line.strip() and _STORE_CREATION not in line]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: interrupted; finished stages are kept, resume with: ")
+    assert "python -m pipeline model=custom" in lines[0]
+    assert "hydra.run.dir=" in lines[0] and "outputs/runs/interrupted" in lines[0]
+
+    (run,) = _runs(tmp_path)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["stage.export"] == "interrupted"
+    assert "Ctrl-C" in run.data.tags["error"]
+    assert run.data.tags[PID_TAG] == str(process.pid)
+
+
+def test_a_run_killed_hard_is_marked_killed_by_the_next_start(tmp_path: Path) -> None:
+    first = _start(tmp_path)
+    _wait_for_export(first, tmp_path)
+    (running,) = _runs(tmp_path)
+    assert running.info.status == "RUNNING"
+    first.kill()
+    first.communicate(timeout=60)
+    (still,) = _runs(tmp_path)
+    assert still.info.status == "RUNNING"  # nothing in a SIGKILLed process can end it
+
+    (tmp_path / "factory_started").unlink()
+    second = _start(tmp_path)
+    _wait_for_export(second, tmp_path)  # the second run has started: the check ran
+    try:
+        dead, alive = _runs(tmp_path)
+        assert dead.info.run_id == running.info.run_id
+        assert dead.info.status == "KILLED"
+        assert str(first.pid) in dead.data.tags[KILLED_REASON_TAG]
+        assert dead.data.tags[HOST_TAG] in dead.data.tags[KILLED_REASON_TAG]
+        # The live run (its process sleeping in the export stage) is left alone.
+        assert alive.info.status == "RUNNING"
+        assert alive.data.tags[PID_TAG] == str(second.pid)
+    finally:
+        second.kill()
+        second.communicate(timeout=60)

@@ -109,8 +109,8 @@ def _bombs(clean: dict[str, bytes]) -> dict[str, tuple[bytes, str, str]]:
         ),
         "exported.pt2: graph inflates to 1.5 GiB": (
             nested,
-            "stages.export.exported_program_io:load_exported_program",
-            "stages.export.exported_program_io:ExportedProgramError",
+            "stages.formats.exported_program:load_exported_program",
+            "stages.formats.exported_program:ExportedProgramError",
         ),
         "tensor file: data.pkl declares 4 KiB, inflates to 1.5 GiB": (
             replace_member(
@@ -165,7 +165,7 @@ def test_zip_bombs_are_refused_fast_and_cheaply(
         {"loader": "stages.formats.etrecord:ETRecord.load", "path": str(clean_files["etrecord"])},
         {"loader": "stages.formats.program:load_program", "path": str(clean_files["program"])},
         {
-            "loader": "stages.export.exported_program_io:load_exported_program",
+            "loader": "stages.formats.exported_program:load_exported_program",
             "path": str(clean_files["pt2"]),
         },
         {"loader": "stages.formats.safe_load:load_tensor_file", "path": str(clean_files["inputs"])},

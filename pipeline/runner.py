@@ -153,6 +153,26 @@ def _attach_log_file(run_dir: Path) -> logging.Handler | None:
     return handler
 
 
+def _start_tracking(tracker: Tracker, cfg: DictConfig, run_dir: Path, names: list[str]) -> None:
+    """Open the invocation's tracking run: its name, the config as params, the tags."""
+    tags = {
+        "model": str(cfg.model.name),
+        "backend": str(cfg.backend.name),
+        "precision": str(cfg.backend.precision),
+        "git_commit": git_commit(),
+        "run_dir": str(run_dir),
+        "stages": ",".join(names),
+    }
+    fault = cfg.backend.get("fault")
+    if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
+        tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
+    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    run_name = (
+        cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
+    )
+    tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
+
+
 def run_pipeline(
     cfg: DictConfig,
     *,
@@ -175,22 +195,7 @@ def run_pipeline(
     cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
     tracker = tracker or make_tracker(cfg.tracking, run_dir)
     result = PipelineResult(run_dir=run_dir)
-    tags = {
-        "model": str(cfg.model.name),
-        "backend": str(cfg.backend.name),
-        "precision": str(cfg.backend.precision),
-        "git_commit": git_commit(),
-        "run_dir": str(run_dir),
-        "stages": ",".join(names),
-    }
-    fault = cfg.backend.get("fault")
-    if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
-        tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
-    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    run_name = (
-        cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
-    )
-    tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
+    _start_tracking(tracker, cfg, run_dir, names)
     result.tracking_run_id = tracker.run_id
     try:
         for index, name in enumerate(names, start=1):

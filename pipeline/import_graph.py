@@ -1,10 +1,10 @@
 """The project's own import graph, read with `ast`: the files a stage's code version covers.
 
 From a stage's entry module, every module of the project's packages it reaches: `import` and
-`from ... import` at any depth (lazy imports inside functions too), the packages whose
-`__init__` those imports run, dotted strings naming a project module (the backend registry,
-`_target_` defaults), and data files a module names next to itself (`*.fbs`, `*.yaml`, `*.json`).
-Parses and hashes are cached per process, keyed by each file's size and mtime.
+`from ... import` statements at any depth (lazy imports inside functions too), the packages whose
+`__init__` those imports run, quoted dotted paths naming a project module (the backend registry,
+`_target_` defaults), and quoted data-file names of files next to the module (`*.fbs`, `*.yaml`,
+`*.json`). Parses and hashes are cached per process, keyed by each file's size and mtime.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ PROJECT_PACKAGES: tuple[str, ...] = ("stages", "pipeline", "conf")
 # The directory holding the project's packages; a test may point it at a copy of the project.
 PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent
 DATA_SUFFIXES = (".fbs", ".yaml", ".yml", ".json")
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+# A quoted dotted path into a project package ("stages.backends.xnnpack.XnnpackBackend").
+_PROJECT_STRING = re.compile(
+    r"""(?<=["'])((?:""" + "|".join(PROJECT_PACKAGES) + r""")(?:\.[A-Za-z_]\w*)+)(?=["'])"""
+)
+# A quoted file name with a data suffix ("schema.fbs").
+_DATA_STRING = re.compile(
+    r"""(?<=["'])([\w.-]+(?:""" + "|".join(map(re.escape, DATA_SUFFIXES)) + r"""))(?=["'])"""
+)
 
 
 def module_file(module: str, root: Path) -> Path | None:
@@ -48,24 +55,38 @@ def _prefixes(dotted: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _names(tree: ast.AST, package: str) -> tuple[set[str], set[str]]:
-    """Candidate module names and string constants that occur in a parsed module."""
+def _import_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth of statements (functions, classes, if/try/with)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, ast.Import | ast.ImportFrom):
+            found.append(statement)
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            pending.extend(getattr(statement, name, ()))
+        for handler in getattr(statement, "handlers", ()):
+            pending.extend(handler.body)
+        for case in getattr(statement, "cases", ()):
+            pending.extend(case.body)
+    return found
+
+
+def _names(tree: ast.Module, source: str, package: str) -> set[str]:
+    """Candidate module names: what imports name, and string literals naming project modules."""
     names: set[str] = set()
-    strings: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _import_statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 names.update(_prefixes(alias.name))
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = _absolute(node.module, node.level, package)
             names.update(_prefixes(base))
             names.update(f"{base}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            strings.add(node.value)
-    for text in strings:
-        if _DOTTED.fullmatch(text):
-            names.update(_prefixes(text))
-    return names, strings
+    for text in _PROJECT_STRING.findall(source):
+        names.update(_prefixes(text))
+    return names
 
 
 def direct_imports(module: str, root: Path | None = None) -> set[str]:
@@ -78,10 +99,10 @@ def direct_imports(module: str, root: Path | None = None) -> set[str]:
         raise ValueError(f"{module} is not a module of the project under {root}")
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+    for node in _import_statements(ast.parse(path.read_bytes(), filename=str(path))):
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = _absolute(node.module, node.level, package)
             for alias in node.names:
                 name = f"{base}.{alias.name}"
@@ -105,13 +126,11 @@ def _references(
 ) -> tuple[frozenset[str], frozenset[str]]:
     """(project modules, data files) one module references; cached per file version."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    tree = ast.parse(path.read_bytes(), filename=str(path))
-    names, strings = _names(tree, package)
+    source = path.read_text(encoding="utf-8")
+    names = _names(ast.parse(source, filename=str(path)), source, package)
     modules = frozenset(n for n in names if module_file(n, root) is not None)
     data = frozenset(
-        str(path.parent / s)
-        for s in strings
-        if s.endswith(DATA_SUFFIXES) and "/" not in s and (path.parent / s).is_file()
+        str(path.parent / s) for s in _DATA_STRING.findall(source) if (path.parent / s).is_file()
     )
     return modules, data
 

@@ -13,11 +13,13 @@ from typing import Any
 
 
 class StageStatus(StrEnum):
-    """A stage ran (`done`), was taken from the cache (`reused`), or raised (`failed`)."""
+    """A stage ran (`done`), was taken from the cache (`reused`), raised (`failed`), or was
+    stopped by Ctrl-C (`interrupted`)."""
 
     done = "done"
     reused = "reused"
     failed = "failed"
+    interrupted = "interrupted"
 
 
 @dataclass

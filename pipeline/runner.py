@@ -184,7 +184,7 @@ def _run_stages(
             tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
             raise StageFailedError(name, exc, resume) from exc
         except KeyboardInterrupt:
-            tracker.set_tags({f"stage.{name}": "interrupted"})
+            tracker.set_tags({f"stage.{name}": StageStatus.interrupted.value})
             raise
         result.stages.append(outcome)
         tracker.set_tags({f"stage.{name}": outcome.status.value})
@@ -196,6 +196,26 @@ def _run_stages(
         for path in files:
             if path.suffix == ".csv":
                 tracker.log_table(path, f"tables/{path.stem}.json")
+
+
+def _start_tracking(tracker: Tracker, cfg: DictConfig, run_dir: Path, names: list[str]) -> None:
+    """Open the invocation's tracking run: its name, the config as params, the tags."""
+    tags = {
+        "model": str(cfg.model.name),
+        "backend": str(cfg.backend.name),
+        "precision": str(cfg.backend.precision),
+        "git_commit": git_commit(),
+        "run_dir": str(run_dir),
+        "stages": ",".join(names),
+    }
+    fault = cfg.backend.get("fault")
+    if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
+        tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
+    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    run_name = (
+        cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
+    )
+    tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
 
 
 def run_pipeline(
@@ -220,24 +240,9 @@ def run_pipeline(
     cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
     tracker = tracker or make_tracker(cfg.tracking, run_dir)
     result = PipelineResult(run_dir=run_dir)
-    tags = {
-        "model": str(cfg.model.name),
-        "backend": str(cfg.backend.name),
-        "precision": str(cfg.backend.precision),
-        "git_commit": git_commit(),
-        "run_dir": str(run_dir),
-        "stages": ",".join(names),
-    }
-    fault = cfg.backend.get("fault")
-    if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
-        tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
-    container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    run_name = (
-        cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
-    )
     previous_sigint = None
     try:
-        tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
+        _start_tracking(tracker, cfg, run_dir, names)
         result.tracking_run_id = tracker.run_id
         _run_stages(names, cfg, run_dir, cache, tracker, resume, result)
     except KeyboardInterrupt:

@@ -63,30 +63,32 @@ def _image(path: Path, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def render_report(
-    summary: dict[str, Any],
-    events: list[dict[str, Any]],
-    gaps: list[dict[str, Any]],
-    plots: list[Path],
-) -> str:
-    verdict = str(summary.get("verdict", "not_evaluated"))
-    first = summary.get("first_divergence")
-    facts = {
+def _facts(summary: dict[str, Any]) -> dict[str, Any]:
+    """The headline facts, each number with its unit or metric beside it."""
+    metric = summary.get("gap_metric")
+    return {
         "model": summary.get("model"),
         "backend": f"{summary.get('backend')} ({summary.get('precision')})",
         "latency p50 / p90": f"{_fmt(summary.get('latency_p50_ms'))} / "
         f"{_fmt(summary.get('latency_p90_ms'))} ms",
+        "event times in": summary.get("time_unit"),
         "delegated time share": _fmt(summary.get("delegated_time_share")),
         "partitions": summary.get("partitions"),
         "delegated-op ratio": _fmt(summary.get("delegated_op_ratio")),
-        "gap metric": f"{summary.get('gap_metric')} (threshold {summary.get('threshold')})",
-        "max gap": _fmt(summary.get("max_gap")),
+        "gap metric": f"{metric} (threshold {summary.get('threshold')})",
+        "max gap": f"{_fmt(summary.get('max_gap'))} ({metric})",
         "ETDump": summary.get("etdump"),
         "ETRecord": summary.get("etrecord"),
         "program identity": (summary.get("program_identity") or {}).get("status"),
     }
+
+
+def _head(summary: dict[str, Any]) -> list[str]:
+    """Title, verdict, program-identity note and the facts list."""
+    verdict = str(summary.get("verdict", "not_evaluated"))
     note = identity_note(summary.get("program_identity"))
-    parts = [
+    facts = _facts(summary)
+    return [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>Delegate debugger report: {html.escape(str(summary.get('model')))}</title>",
         f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>",
@@ -100,6 +102,31 @@ def render_report(
         )
         + "</dl>",
     ]
+
+
+EVENT_COLUMNS = [
+    "event_block_name",
+    "event_name",
+    "p50",
+    "p90",
+    "min",
+    "max",
+    "op_names",
+    "delegate_debug_identifier",
+    "debug_handles",
+    "is_delegated_op",
+    "delegate_backend_name",
+]
+
+
+def render_report(
+    summary: dict[str, Any],
+    events: list[dict[str, Any]],
+    gaps: list[dict[str, Any]],
+    plots: list[Path],
+) -> str:
+    parts = _head(summary)
+    first = summary.get("first_divergence")
     if first:
         parts.append("<h2>First divergence</h2>")
         parts.append(_table([first], list(first)))
@@ -107,7 +134,8 @@ def render_report(
         parts.append(
             f"<h2>{html.escape(plot.stem.replace('_', ' '))}</h2>{_image(plot, plot.stem)}"
         )
-    parts.append("<h2>Slowest ops</h2>")
+    unit = html.escape(str(summary.get("time_unit", "")))
+    parts.append(f"<h2>Slowest ops (p50 in {unit})</h2>")
     parts.append(
         _table(
             summary.get("slowest_ops", []),
@@ -120,21 +148,8 @@ def render_report(
     )
     parts.append("<h2>Numeric gap</h2>")
     parts.append(_table(gaps, list(gaps[0]) if gaps else [], limit=400))
-    parts.append("<h2>Events</h2>")
-    event_columns = [
-        "event_block_name",
-        "event_name",
-        "p50",
-        "p90",
-        "min",
-        "max",
-        "op_names",
-        "delegate_debug_identifier",
-        "debug_handles",
-        "is_delegated_op",
-        "delegate_backend_name",
-    ]
-    parts.append(_table(events, event_columns, limit=400))
+    parts.append(f"<h2>Events (times in {unit})</h2>")
+    parts.append(_table(events, EVENT_COLUMNS, limit=400))
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -64,18 +64,16 @@ def build_trace(
             origin = start if origin is None else min(origin, start)
             handles = tuple(link.debug_handles) if link else ()
             label = "+".join(ops["op_names"]) if ops["op_names"] and ident is not None else pe.name
-            args: dict[str, Any] = {
+            args = {
                 "event_name": pe.name,
                 "event_block": block.name,
                 "block_index": block_index,
                 "instruction_id": pe.instruction_id,
                 "debug_handles": list(handles),
                 "op_names": ops["op_names"],
+                **({"delegate_debug_identifier": ident} if ident is not None else {}),
+                **gaps.get(handles, {}),
             }
-            if ident is not None:
-                args["delegate_debug_identifier"] = ident
-            if handles in gaps:
-                args.update(gaps[handles])
             events.append(
                 {
                     "name": label,
@@ -88,9 +86,13 @@ def build_trace(
                     "args": args,
                 }
             )
-    base = origin or 0.0
+    return _trace(events, origin or 0.0, lanes)
+
+
+def _trace(events: list[dict[str, Any]], origin_ns: float, lanes: dict[str, int]) -> dict[str, Any]:
+    """Times from ns since the first event to µs (Chrome trace), plus the lane names."""
     for e in events:
-        e["ts"] = round((e["ts"] - base) / 1e3, 3)  # ns → µs
+        e["ts"] = round((e["ts"] - origin_ns) / 1e3, 3)  # ns → µs
         e["dur"] = round(max(e["dur"], 0.0) / 1e3, 3)
     meta = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "program"}}]
     meta += [

@@ -27,12 +27,6 @@ ACTIVATIONS = {
     "aten.silu_.default",
 }
 ADDS = {"aten.add.Tensor", "aten.add_.Tensor"}
-NORMS_WITH_EPS = {
-    "aten.layer_norm.default": 4,
-    "aten.native_layer_norm.default": 4,
-    "aten._native_batch_norm_legit_no_training.default": 6,
-    "aten.batch_norm.default": 7,
-}
 
 CPU_STYLE_OPS = (
     ANCHORS

@@ -10,7 +10,9 @@ from typing import Any, ClassVar
 import torch
 
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
-from stages.backends.kernel_delegate import KernelDelegate, KernelPlan, _Kernel
+from stages.backends.kernel_delegate import KernelDelegate
+from stages.backends.kernel_plan import KernelPlan
+from stages.backends.kernel_runtime import LoadedDelegate, LoadedKernel, run_kernel
 from stages.backends.op_support import NPU_STYLE_OPS, op_flops, qnn_kernel_name, tensor_bytes
 from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 from stages.formats.tracer_protocol import EventTracerProtocol
@@ -80,10 +82,15 @@ class QnnBackend(KernelDelegate):
         return identifier_for(parse_debug_ids(names))
 
     def log_kernel(
-        self, tracer: EventTracerProtocol, kernel: _Kernel, values: list[Any], run: Any
+        self,
+        tracer: EventTracerProtocol,
+        handle: LoadedDelegate,
+        kernel: LoadedKernel,
+        values: list[Any],
     ) -> None:
-        run()
-        precision = getattr(self, "_precision_at_runtime", self.precision)
+        """Run, then log post-time with cycles from a cost model at the handle's precision."""
+        run_kernel(kernel, values, handle.precision)
+        precision = handle.precision
         flops = moved = 0
         for op, args, out_vid in kernel.cost_ops:
             inputs = args(values)

@@ -6,7 +6,8 @@ Ops are resolved only from `torch.ops.aten`, so loading a file can never call ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import operator
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 import torch
@@ -135,3 +136,24 @@ def getitem_index(node: torch.fx.Node) -> int:
     if not isinstance(index, int):
         raise OpEncodingError(f"{node.name}: getitem index {index!r} is not an int")
     return index
+
+
+def output_slots(
+    node: torch.fx.Node,
+    value_id: Callable[[torch.fx.Node], ValueId],
+    members: Container[torch.fx.Node] | None = None,
+) -> tuple[list[ValueId], bool]:
+    """Where a node's results go: for a multi-output op, its getitems' value ids by index (-1:
+    unused) and True; else its own id and False. With `members` (inside a partition) only
+    getitems among them count and the node's `val` does not size the list."""
+    getitems = [
+        u for u in node.users if u.target is operator.getitem and (members is None or u in members)
+    ]
+    val = node.meta.get("val") if members is None else None
+    if not getitems and not isinstance(val, list | tuple):
+        return [value_id(node)], False
+    count = len(val) if isinstance(val, list | tuple) else max(map(getitem_index, getitems)) + 1
+    outs = [-1] * count
+    for g in getitems:
+        outs[getitem_index(g)] = value_id(g)
+    return outs, True

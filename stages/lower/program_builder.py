@@ -9,9 +9,10 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.backends.backend_api import PartitionGraph, PreprocessResult
-from stages.backends.op_support import NORMS_WITH_EPS, base_name
+from stages.backends.op_support import base_name
 from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.op_encoding import encode_arg, getitem_index, op_name
+from stages.formats.fault_injection import fault_hits, require_norm_for_epsilon, with_fault_eps
+from stages.formats.op_encoding import encode_arg, op_name, output_slots
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -20,15 +21,6 @@ from stages.formats.program import (
     Program,
     SubProgram,
 )
-
-
-def _matches(fault: dict[str, Any] | None, node: torch.fx.Node) -> bool:
-    if not fault:
-        return False
-    if fault.get("node") and node.name == fault["node"]:
-        return True
-    handle = fault.get("debug_handle")
-    return handle is not None and node.meta.get(DEBUG_HANDLE_META) == int(handle)
 
 
 class _Builder:
@@ -101,34 +93,13 @@ class _Builder:
         )
 
     def _outputs(self, node: torch.fx.Node, vid: Any) -> tuple[list[int], bool]:
-        getitems = [u for u in node.users if u.target is operator.getitem]
-        val = node.meta.get("val")
-        if getitems or isinstance(val, list | tuple):
-            count = (
-                len(val)
-                if isinstance(val, list | tuple)
-                else max(getitem_index(g) for g in getitems) + 1
-            )
-            outs = [-1] * count
-            for g in getitems:
-                outs[getitem_index(g)] = vid(g)
-            return outs, True
-        return [vid(node)], False
+        return output_slots(node, vid)
 
     def _operator(self, node: torch.fx.Node, vid: Any) -> OperatorInstruction:
         name = op_name(node.target)
-        args = list(node.args)
-        fault = dict(self.fault) if _matches(self.fault, node) and self.fault else None
-        if fault and fault["kind"] == "epsilon":
-            if name not in NORMS_WITH_EPS:
-                raise ValueError(
-                    f"backend.fault.kind=epsilon needs a norm op, but {node.name} is {name}; "
-                    "pick a layer_norm/batch_norm node or another fault kind"
-                )
-            index = NORMS_WITH_EPS[name]
-            args += [None] * max(0, index + 1 - len(args))
-            args[index] = float(fault.get("value", 1.5))
-        encoded = [encode_arg(a, vid) for a in args]
+        fault = fault_hits(self.fault, [node])
+        require_norm_for_epsilon(fault, [name], f"{node.name} is {name}")
+        encoded = [encode_arg(a, vid) for a in with_fault_eps(name, list(node.args), fault)]
         outputs, multi = self._outputs(node, vid)
         return OperatorInstruction(
             instruction_id=self._instruction_id(),

@@ -15,6 +15,7 @@ from pipeline.errors import ConfigValueError
 from pipeline.runner import run_pipeline
 from stages.analyze.comparators import BUILTIN
 from stages.analyze.config import ComparatorName
+from stages.backends.xnnpack import XnnpackBackend
 from stages.formats.fault_injection import FAULT_KINDS
 from tests.helpers.cli_runner import run_module
 from tests.helpers.configs import compose_config
@@ -84,6 +85,34 @@ def test_values_a_schema_cannot_close_fail_before_any_stage_runs(
     make_cfg: Callable[..., DictConfig], overrides: list[str], message: str
 ) -> None:
     cfg = make_cfg("model=mlp", "tracking=none", *overrides)
+    with pytest.raises(ConfigValueError, match=message):
+        run_pipeline(cfg, print_summary=False)
+    assert not Path(cfg.run_dir).exists()
+
+
+class Fp32OnlyBackend(XnnpackBackend):
+    """A user's backend that emulates fp32 only."""
+
+    name = "fp32_only"
+
+    @classmethod
+    def precisions(cls) -> tuple[str, ...]:
+        return ("fp32",)
+
+
+def test_a_precision_the_chosen_backend_lacks_fails_before_any_stage_runs(
+    make_cfg: Callable[..., DictConfig],
+) -> None:
+    cfg = make_cfg(
+        "model=mlp",
+        "tracking=none",
+        "backend.name=fp32_only",
+        f"backend._target_={__name__}.Fp32OnlyBackend",
+        "backend.precision=fp16",
+    )
+    message = (
+        r"backend.precision=fp16 is not supported by backend 'fp32_only'; choose one of \['fp32'\]"
+    )
     with pytest.raises(ConfigValueError, match=message):
         run_pipeline(cfg, print_summary=False)
     assert not Path(cfg.run_dir).exists()

@@ -127,21 +127,23 @@ def test_a_sweep_with_a_failed_job_exits_non_zero_without_a_tracking_store(
     tmp_path: Path, tracking: str
 ) -> None:
     """(With the default sqlite store: test_a_failing_job_does_not_stop_the_others.) The basic
-    launcher keeps it fast; failures are counted from job dirs whatever the launcher."""
-    tracking_args = {
-        "none": ["tracking=none"],
-        "unreachable_server": [f"tracking.uri=http://127.0.0.1:{_closed_port()}"],
+    launcher keeps it fast; failures are counted from job dirs whatever the launcher. Behind an
+    unreachable server each job creates its own fallback store (seconds), so one failing job."""
+    tracking_args, nodes = {
+        "none": (["tracking=none"], "linear_2,absent"),
+        "unreachable_server": ([f"tracking.uri=http://127.0.0.1:{_closed_port()}"], "absent"),
     }[tracking]
     # mlp has linear_2 but no node named absent: that job's lower stage fails.
     result = sweep(
         tmp_path,
         "model=mlp",
         "stages=[export,lower]",
-        "backend.fault.node=linear_2,absent",
+        f"backend.fault.node={nodes}",
         "hydra/launcher=basic",
         *tracking_args,
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     assert "error: 1 sweep job(s) failed: mlp/xnnpack" in output
-    assert len(list((tmp_path / "sweep").glob("*/program.pte"))) == 1  # the other job finished
+    finished = len(list((tmp_path / "sweep").glob("*/program.pte")))
+    assert finished == nodes.count(",")  # the other job, if any, finished

@@ -1,0 +1,159 @@
+"""The emulated delegates ahead of time: one partition -> processed bytes + debug-handle map.
+
+Kernels come from `kernel_plan`; each op is encoded with value ids local to the partition,
+weights are stored at the delegate's precision, and a targeted kernel carries its fault.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+from stages.backends.backend_api import BackendError, PartitionGraph, PreprocessResult
+from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
+from stages.backends.kernel_blob import BlobTensor, encode_blob
+from stages.backends.kernel_plan import KernelPlan, is_getitem, plan_kernels
+from stages.backends.op_support import ANCHORS
+from stages.backends.precision_emulation import int8_scale, stored_weight
+from stages.formats.closed_sets import Precision
+from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
+from stages.formats.fault_injection import (
+    FaultTargetError,
+    fault_hits,
+    require_norm_for_epsilon,
+    with_fault_eps,
+)
+from stages.formats.op_encoding import encode_arg, op_name, output_slots
+
+
+class KernelDelegateHooks(Protocol):
+    """What a delegate decides while its partitions are preprocessed (names and identifiers)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def fault(self) -> dict[str, Any] | None: ...
+    @property
+    def generated_identifiers(self) -> bool: ...
+    def tensor_name(self, node: torch.fx.Node, consumer: torch.fx.Node) -> str: ...
+    def kernel_name(self, op: str) -> str: ...
+    def make_identifier(
+        self, builder: DelegateMappingBuilder, plan: KernelPlan
+    ) -> DelegateIdentifier: ...
+
+
+class _ValueIds:
+    """Value slots of a partition: its inputs, then its nodes, then constants as ops read them."""
+
+    def __init__(self, backend: str, partition: PartitionGraph) -> None:
+        self.backend = backend
+        self.partition = partition
+        self.members = set(partition.nodes)
+        self.ids: dict[torch.fx.Node, int] = {}
+        for node in [*partition.inputs, *partition.nodes]:
+            self.ids.setdefault(node, len(self.ids))
+
+    def of(self, node: torch.fx.Node) -> int:
+        if node in self.ids:
+            return self.ids[node]
+        if node.op == "placeholder" and node.name in self.partition.constants:
+            self.ids[node] = len(self.ids)
+            return self.ids[node]
+        raise BackendError(
+            f"{self.backend}: partition {self.partition.partition_id} reads {node.name}, "
+            "which it does not own"
+        )
+
+
+def _op_entry(
+    delegate: KernelDelegateHooks,
+    node: torch.fx.Node,
+    ids: _ValueIds,
+    fault: dict[str, Any] | None,
+    quantized: set[str],
+) -> dict[str, Any]:
+    """One op of a kernel; notes the weights an int8 anchor op reads (they get quantized)."""
+    name = op_name(node.target)
+    args = with_fault_eps(name, list(node.args), fault)
+    if delegate.precision == Precision.int8 and name in ANCHORS:
+        weight = args[2] if name == "aten.addmm.default" else args[1]
+        if isinstance(weight, torch.fx.Node) and weight.name in ids.partition.constants:
+            quantized.add(weight.name)
+    outputs, multi = output_slots(node, ids.ids.__getitem__, members=ids.members)
+    return {
+        "op": name,
+        "node": node.name,
+        "handle": int(node.meta[DEBUG_HANDLE_META]),
+        "args": [encode_arg(a, ids.of) for a in args],
+        "kwargs": {k: encode_arg(v, ids.of) for k, v in node.kwargs.items()},
+        "outputs": outputs,
+        "multi": multi,
+        "tensor_names": [delegate.tensor_name(node, node)],
+    }
+
+
+def _kernel_entry(
+    delegate: KernelDelegateHooks,
+    plan: KernelPlan,
+    ids: _ValueIds,
+    builder: DelegateMappingBuilder,
+    quantized: set[str],
+) -> dict[str, Any]:
+    fault = fault_hits(delegate.fault, plan.nodes)
+    ops = [_op_entry(delegate, n, ids, fault, quantized) for n in plan.nodes if not is_getitem(n)]
+    names = [str(o["op"]) for o in ops]
+    try:
+        require_norm_for_epsilon(fault, names, f"the faulted kernel holds {names}")
+    except FaultTargetError as exc:
+        raise BackendError(str(exc)) from exc
+    return {
+        "identifier": delegate.make_identifier(builder, plan),
+        "name": delegate.kernel_name(names[0]),
+        "ops": ops,
+        "output": ids.ids[plan.output],
+        "out_scale": int8_scale(ids.partition.calibration.get(plan.output.name)),
+        "fault": fault,
+    }
+
+
+def _blob_tensors(
+    delegate: KernelDelegateHooks, ids: _ValueIds, quantized: set[str]
+) -> list[BlobTensor]:
+    """The constants the partition reads, stored at the delegate's precision."""
+    tensors = []
+    for node, vid in ids.ids.items():
+        if node.op != "placeholder" or node.name not in ids.partition.constants:
+            continue
+        consumer = next(iter(n for n in node.users if n in ids.members), node)
+        tensor, scales = stored_weight(
+            ids.partition.constants[node.name], delegate.precision, node.name in quantized
+        )
+        tensors.append(BlobTensor(delegate.tensor_name(node, consumer), vid, tensor, scales))
+    return tensors
+
+
+def preprocess_partition(
+    delegate: KernelDelegateHooks, partition: PartitionGraph, fuse: bool
+) -> PreprocessResult:
+    """Kernels, constants and the identifier -> handles map of one partition, as bytes."""
+    ids = _ValueIds(delegate.name, partition)
+    builder = DelegateMappingBuilder(generated_identifiers=delegate.generated_identifiers)
+    quantized: set[str] = set()
+    kernels = [
+        _kernel_entry(delegate, plan, ids, builder, quantized)
+        for plan in plan_kernels(partition.nodes, fuse=fuse)
+    ]
+    document = {
+        "backend": delegate.name,
+        "precision": delegate.precision,
+        "num_values": len(ids.ids),
+        "inputs": [ids.ids[n] for n in partition.inputs],
+        "input_scales": [int8_scale(partition.calibration.get(n.name)) for n in partition.inputs],
+        "outputs": [ids.ids[n] for n in partition.outputs],
+        "kernels": kernels,
+    }
+    tensors = _blob_tensors(delegate, ids, quantized)
+    return PreprocessResult(encode_blob(document, tensors), builder.get_delegate_mapping())

@@ -18,6 +18,12 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.analyze.comparators import Comparator
+from stages.analyze.exact_compare import (
+    IndexOutput,
+    count_index_mismatches,
+    count_mismatches,
+    index_output,
+)
 from stages.analyze.linking import Link, ProgramIndex, identifier_of, link_event
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
@@ -66,6 +72,7 @@ class GapRow:
     accumulated: dict[str, float] = field(default_factory=dict)
     local: dict[str, float] = field(default_factory=dict)
     samples: int = 0
+    comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
 
 
 def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
@@ -225,8 +232,9 @@ def _rerun(
     group: GapGroup,
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
-) -> Any:
-    """The group's reference ops on the runtime's inputs; returns the anchor's value."""
+) -> tuple[Any, Any]:
+    """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
+    the anchor's first argument (what an index op ranked)."""
     members = set(group.nodes)
     local: dict[torch.fx.Node, Any] = {}
 
@@ -246,7 +254,10 @@ def _rerun(
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
-    return local[group.anchor] if group.anchor is not None else None
+    if group.anchor is None:
+        return None, None
+    first = group.anchor.args[0] if group.anchor.args else None
+    return local[group.anchor], lookup(first) if isinstance(first, torch.fx.Node) else None
 
 
 def _compare(
@@ -257,13 +268,59 @@ def _compare(
     return {c.name: float(c.compare(rt, ref)) for c in comparators}
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """How one group output is compared: float comparators, exact counts, or the index rule."""
+
+    comparators: Sequence[Comparator]
+    index: IndexOutput | None
+    tolerance: float
+
+    def kind(self, runtime: torch.Tensor) -> str:
+        if runtime.is_floating_point() or runtime.is_complex():
+            return "float"
+        return "index" if self.index is not None else "exact"
+
+    def compare(
+        self,
+        kind: str,
+        runtime: list[torch.Tensor],
+        reference: list[torch.Tensor],
+        ranked: list[Any],
+    ) -> dict[str, float]:
+        if kind == "float":
+            return _compare(self.comparators, runtime, reference)
+        spec = self.index
+        if (
+            kind == "index"
+            and spec is not None
+            and len(ranked) == len(runtime)
+            and all(isinstance(x, torch.Tensor) for x in ranked)
+        ):
+            return count_index_mismatches(runtime, reference, ranked, spec, self.tolerance)
+        return count_mismatches(runtime, reference)
+
+
+def _rule_for(
+    group: GapGroup, output_index: int, comparators: Sequence[Comparator], tolerance: float
+) -> _Rule:
+    spec = index_output(group.anchor) if group.anchor is not None else None
+    if spec is not None and spec.output_index != output_index:
+        spec = None
+    return _Rule(comparators, spec, tolerance)
+
+
 def compute_numeric_gap(
     outputs: list[RuntimeOutput],
     program: ExportedProgram,
     samples: Sequence[Sequence[torch.Tensor]],
     comparators: Sequence[Comparator],
+    tie_tolerance: float = 0.0,
 ) -> tuple[list[GapGroup], list[GapRow]]:
-    """Groups in topological order and one row per compared output."""
+    """Groups in topological order and one row per compared output.
+
+    Float outputs go through the comparators; integer and bool outputs are counted exactly, index
+    outputs with the tie rule at `tie_tolerance` (stages/analyze/exact_compare.py)."""
     graph = program.graph_module.graph
     groups, topo = build_groups(outputs, graph)
     group_of: dict[DebugHandle, int] = {h: i for i, g in enumerate(groups) for h in g.handles}
@@ -306,16 +363,28 @@ def compute_numeric_gap(
             chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
             runtime = chosen[-1].value
             pairs, status = _pairs(runtime, env.get(group.anchor))
+            first = group.anchor.args[0] if group.anchor.args else None
+            ranked_ref = env.get(first) if isinstance(first, torch.fx.Node) else None
             try:
-                local_ref = _rerun(group, env, subst)
+                local_ref, ranked_loc = _rerun(group, env, subst)
                 local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
             except Exception as exc:  # a reference op refusing runtime inputs is a finding
                 local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+                ranked_loc = None
             if not pairs:
                 collected.setdefault((gi, 0), {"status": status, "rt": [], "ref": [], "loc": []})
             for oi, rt, ref in pairs:
                 slot = collected.setdefault(
-                    (gi, oi), {"status": "ok", "rt": [], "ref": [], "loc": [], "shape": None}
+                    (gi, oi),
+                    {
+                        "status": "ok",
+                        "rt": [],
+                        "ref": [],
+                        "loc": [],
+                        "shape": None,
+                        "x": [],
+                        "xl": [],
+                    },
                 )
                 row_status = status if status != "ok" else _status(rt, ref)
                 if row_status != "ok":
@@ -325,11 +394,13 @@ def compute_numeric_gap(
                     continue
                 slot["rt"].append(rt)
                 slot["ref"].append(ref)
+                slot["x"].append(ranked_ref)
                 slot["shape"] = (tuple(rt.shape), tuple(ref.shape))
                 slot["dtype"] = str(rt.dtype).removeprefix("torch.")
                 local = local_pairs.get(oi)
                 if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
                     slot["loc"].append(local)
+                    slot["xl"].append(ranked_loc)
 
     for gi, group in enumerate(groups):
         if group.anchor is None:  # e.g. ops inside a torch.cond branch: no top-level node
@@ -353,8 +424,10 @@ def compute_numeric_gap(
             samples=len(slot["rt"]),
         )
         if row.status == "ok" and slot["rt"]:
-            row.accumulated = _compare(comparators, slot["rt"], slot["ref"])
+            rule = _rule_for(group, oi, comparators, tie_tolerance)
+            row.comparison = rule.kind(slot["rt"][0])
+            row.accumulated = rule.compare(row.comparison, slot["rt"], slot["ref"], slot["x"])
             if len(slot["loc"]) == len(slot["rt"]):
-                row.local = _compare(comparators, slot["rt"], slot["loc"])
+                row.local = rule.compare(row.comparison, slot["rt"], slot["loc"], slot["xl"])
         rows.append(row)
     return groups, rows

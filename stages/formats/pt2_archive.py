@@ -45,7 +45,11 @@ _PICKLED_PREFIXES = ("custom_obj_", "opaque_obj_")
 _SMALL_TEXT = 256
 
 _NAME = r"[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9][A-Za-z0-9_]*"
-_OP_TARGET = re.compile(rf"torch\.ops\.(aten|prims|higher_order)\.({_NAME})(\.({_NAME}))?")
+# ATen's bitwise ops keep their dunder names (`aten.__and__.Tensor`); no other dunder is an op.
+_ATEN_DUNDER = r"__i?(and|or|xor|lshift|rshift)__"
+_OP_TARGET = re.compile(
+    rf"torch\.ops\.(aten|prims|higher_order)\.({_NAME}|{_ATEN_DUNDER})(\.({_NAME}))?"
+)
 _OPERATOR_TARGETS = {
     f"_operator.{name}"
     for name in [

@@ -51,3 +51,16 @@ def capture_node_outputs(
     with torch.no_grad():
         result = interpreter.run(*flat_program_args(program, user_inputs))
     return interpreter.outputs, result
+
+
+def program_outputs(
+    program: ExportedProgram, user_inputs: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, ...]:
+    """The graph's outputs on `user_inputs`, tensors only, in graph order: buffer mutations (if
+    any) then the user outputs flattened, the same list the lowered program returns."""
+    with torch.no_grad():
+        result = torch.fx.Interpreter(program.graph_module).run(
+            *flat_program_args(program, user_inputs)
+        )
+    leaves = result if isinstance(result, list | tuple) else (result,)
+    return tuple(leaf.detach() for leaf in leaves if isinstance(leaf, torch.Tensor))

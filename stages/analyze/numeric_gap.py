@@ -207,6 +207,20 @@ def _status(rt: torch.Tensor, ref: torch.Tensor | None) -> str:
     return "ok"
 
 
+def _like(value: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """A logged value (contiguous, as the debug buffer stores it) with the reference's dtype and
+    strides: ATen's kernels pick their path by layout (a permuted matmul input sums in another
+    order), so the local re-run must see the layout the runtime's op saw."""
+    value = value.to(reference.dtype)
+    if value.stride() == reference.stride():
+        return value
+    try:
+        laid_out = torch.empty_strided(reference.shape, reference.stride(), dtype=reference.dtype)
+        return laid_out.copy_(value)
+    except RuntimeError:  # an expanded view (stride 0) cannot be written: keep it contiguous
+        return value
+
+
 def _substitutions(
     outputs: list[RuntimeOutput], env: dict[torch.fx.Node, Any], anchors: dict[int, torch.fx.Node]
 ) -> dict[torch.fx.Node, Any]:
@@ -219,10 +233,10 @@ def _substitutions(
         ref, value = env.get(anchor), out.value
         if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
             if tuple(ref.shape) == tuple(value.shape):
-                subst[anchor] = value.to(ref.dtype)
+                subst[anchor] = _like(value, ref)
         elif isinstance(ref, tuple) and isinstance(value, list) and len(ref) == len(value):
             subst[anchor] = tuple(
-                v.to(r.dtype) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
+                _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
                 for v, r in zip(value, ref, strict=True)
             )
     return subst

@@ -82,7 +82,17 @@ def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -
         return tensor_from_buffer(buffer, value.tensor, where)
     if value.val == ValueType.TENSOR_LIST and value.tensor_list is not None:
         return [tensor_from_buffer(buffer, t, where) for t in value.tensor_list]
+    for scalar in (value.bool_value, value.int_value, value.double_value, value.float_value):
+        if scalar is not None:  # Int/Bool/Double values (`.item()`): compared as 0-d tensors
+            return _scalar_tensor(scalar)
     return None
+
+
+def _scalar_tensor(value: Any) -> Any:
+    """A Python bool/int/float as a 0-d tensor (float64 for floats); anything else unchanged."""
+    if isinstance(value, bool | int | float):
+        return torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else None)
+    return value
 
 
 def runtime_outputs(
@@ -176,7 +186,10 @@ def build_groups(
 def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], str]:
     """(output index, runtime tensor, reference tensor) to compare, and a status."""
     rts = list(runtime) if isinstance(runtime, list | tuple) else [runtime]
-    refs = list(reference) if isinstance(reference, list | tuple) else [reference]
+    refs = [
+        _scalar_tensor(r)
+        for r in (list(reference) if isinstance(reference, list | tuple) else [reference])
+    ]
     if len(rts) == len(refs):
         pairs = list(zip(range(len(rts)), rts, refs, strict=True))
     elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):

@@ -70,6 +70,10 @@ BUILTIN_OPS: set[object] = (
 # torch functions torch's deserializer names; nothing that can reach a builtin or an attribute.
 _EXPR_TOKEN = re.compile(r"\s+|\d+(\.\d+)?|[A-Za-z_][A-Za-z0-9_]*|\*\*|//|[=!<>]=|[-+*/%(),<>&|~]")
 _SYMBOL = re.compile(r"[a-z]{1,8}\d+")
+# torch writes an unbacked float symbol (from `.item()`) as Symbol('zuf0'): a named symbol, no call.
+_QUOTED_SYMBOL = re.compile(
+    r"Symbol\('([a-z]{1,8}\d+)'(?:, ?(?:integer|real|positive|nonnegative|finite)=(?:True|False))*\)"
+)
 # Functions whose result size can explode from a short string (PowByNatural, LShift, ...) are out.
 _EXPR_FUNCTIONS = {
     *["FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv", "CeilDiv"],
@@ -231,6 +235,7 @@ def check_sym_expr(expr: Any, what: str) -> None:
     """A shape expression sympy can parse without reaching any builtin (sympify is an eval)."""
     if not isinstance(expr, str) or len(expr) > _MAX_EXPR:
         raise UnsafePayloadError(f"{what}: a symbolic shape expression is not a short string")
+    expr = _QUOTED_SYMBOL.sub(r"\1", expr)
     position, previous = 0, ""
     while position < len(expr):
         token = _EXPR_TOKEN.match(expr, position)

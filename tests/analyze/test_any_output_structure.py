@@ -86,3 +86,20 @@ def test_a_wrong_index_kernel_is_an_error_not_a_tie_flip(run_structures) -> None
     assert summary["verdict"] == "fail" and first["op_names"] == ["argmax"], first
     assert first["comparison"] == "index"
     assert first["local_mismatches"] > first["local_tie_flips"]
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "portable"])
+def test_python_numbers_computed_at_run_time_are_logged_and_compared(
+    run_structures, backend: str
+) -> None:  # type: ignore[no-untyped-def]
+    run_dir = run_structures(
+        f"item-{backend}",
+        "model._target_=tests.helpers.user_models.make_item_outputs",
+        "model.inputs=[{shape:[2,4]}]",
+        f"backend={backend}",
+    )
+    assert json.loads((run_dir / "summary.json").read_text())["verdict"] == "pass"
+    items = {g["op_names"]: g for g in _gaps(run_dir) if "item" in g["op_names"]}
+    assert items['["item"]']["comparison"] == "float" and items['["item"]']["snr"] == "inf"
+    assert items['["item_1"]']["comparison"] == "exact"
+    assert items['["item_1"]']["mismatches"] == "0.0"

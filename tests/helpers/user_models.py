@@ -37,3 +37,16 @@ def make_structures():
 
 
 STRUCTURES_INPUTS = "model.inputs=[{shape:[1,8,16,16]},{shape:[1,32]}]"
+
+
+class ItemOutputs(nn.Module):
+    """Python numbers computed at run time (`.item()`): logged as ETDump Double and Int values."""
+
+    def forward(self, x):
+        scale = x.abs().max().item()
+        positives = (x > 0).sum().item()
+        return x * scale, x + positives, scale, positives
+
+
+def make_item_outputs():
+    return ItemOutputs()

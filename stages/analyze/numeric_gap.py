@@ -337,6 +337,95 @@ def _rule_for(
     return _Rule(comparators, spec, tolerance)
 
 
+@dataclass
+class _Slot:
+    """What one group output collects over the samples before it is compared."""
+
+    status: str = "ok"
+    rt: list[torch.Tensor] = field(default_factory=list)
+    ref: list[torch.Tensor] = field(default_factory=list)
+    loc: list[torch.Tensor] = field(default_factory=list)
+    ranked: list[Any] = field(default_factory=list)  # what an index op ranked (reference)
+    ranked_loc: list[Any] = field(default_factory=list)  # ... and in the local re-run
+    shape: tuple[Any, Any] | None = None
+    dtype: str = ""
+
+
+def _collect_group(
+    slots: dict[tuple[int, int], _Slot],
+    gi: int,
+    group: GapGroup,
+    runtime: Value,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+) -> None:
+    """One sample's runtime output of a group, paired with its reference and local values."""
+    anchor = group.anchor
+    if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
+        return
+    pairs, status = _pairs(runtime, env.get(anchor))
+    first = anchor.args[0] if anchor.args else None
+    ranked = env.get(first) if isinstance(first, torch.fx.Node) else None
+    ranked_loc = None
+    try:
+        local_ref, ranked_loc = _rerun(group, env, subst)
+        local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
+    except Exception as exc:  # a reference op refusing runtime inputs is a finding
+        local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+    if not pairs:
+        slots.setdefault((gi, 0), _Slot(status=status))
+    for oi, rt, ref in pairs:
+        slot = slots.setdefault((gi, oi), _Slot())
+        row_status = status if status != "ok" else _status(rt, ref)
+        slot.shape = (tuple(rt.shape), tuple(ref.shape) if ref is not None else None)
+        slot.dtype = str(rt.dtype).removeprefix("torch.")
+        if row_status != "ok":
+            slot.status = row_status
+            continue
+        slot.rt.append(rt)
+        slot.ref.append(ref)
+        slot.ranked.append(ranked)
+        local = local_pairs.get(oi)
+        if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
+            slot.loc.append(local)
+            slot.ranked_loc.append(ranked_loc)
+
+
+def _build_rows(
+    groups: list[GapGroup],
+    topo: dict[torch.fx.Node, int],
+    slots: dict[tuple[int, int], _Slot],
+    comparators: Sequence[Comparator],
+    tie_tolerance: float,
+) -> list[GapRow]:
+    rows: list[GapRow] = []
+    for (gi, oi), slot in sorted(slots.items()):
+        group = groups[gi]
+        shapes = slot.shape or (None, None)
+        row = GapRow(
+            group=gi,
+            topo_index=topo.get(group.anchor, -1) if group.anchor is not None else -1,
+            output_index=oi,
+            handles=group.handles,
+            identifiers=group.identifiers,
+            backend=group.backend,
+            is_delegated=group.is_delegated,
+            status=slot.status,
+            runtime_shape=shapes[0],
+            reference_shape=shapes[1],
+            runtime_dtype=slot.dtype,
+            samples=len(slot.rt),
+        )
+        if row.status == "ok" and slot.rt:
+            rule = _rule_for(group, oi, comparators, tie_tolerance)
+            row.comparison = rule.kind(slot.rt[0])
+            row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
+            if len(slot.loc) == len(slot.rt):
+                row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
+        rows.append(row)
+    return rows
+
+
 def compute_numeric_gap(
     outputs: list[RuntimeOutput],
     program: ExportedProgram,
@@ -368,7 +457,7 @@ def compute_numeric_gap(
             anchor_cache[handles] = nodes[-1] if nodes else None
         return anchor_cache[handles]
 
-    collected: dict[tuple[int, int], dict[str, Any]] = {}
+    slots: dict[tuple[int, int], _Slot] = {}
     for sample, sample_outputs in sorted(by_sample.items()):
         if sample >= len(samples):
             continue
@@ -388,73 +477,9 @@ def compute_numeric_gap(
                 continue
             anchor_handle = get_debug_handle(group.anchor)
             chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
-            runtime = chosen[-1].value
-            pairs, status = _pairs(runtime, env.get(group.anchor))
-            first = group.anchor.args[0] if group.anchor.args else None
-            ranked_ref = env.get(first) if isinstance(first, torch.fx.Node) else None
-            try:
-                local_ref, ranked_loc = _rerun(group, env, subst)
-                local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
-            except Exception as exc:  # a reference op refusing runtime inputs is a finding
-                local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
-                ranked_loc = None
-            if not pairs:
-                collected.setdefault((gi, 0), {"status": status, "rt": [], "ref": [], "loc": []})
-            for oi, rt, ref in pairs:
-                slot = collected.setdefault(
-                    (gi, oi),
-                    {
-                        "status": "ok",
-                        "rt": [],
-                        "ref": [],
-                        "loc": [],
-                        "shape": None,
-                        "x": [],
-                        "xl": [],
-                    },
-                )
-                row_status = status if status != "ok" else _status(rt, ref)
-                if row_status != "ok":
-                    slot["status"] = row_status
-                    slot["shape"] = (tuple(rt.shape), tuple(ref.shape) if ref is not None else None)
-                    slot["dtype"] = str(rt.dtype).removeprefix("torch.")
-                    continue
-                slot["rt"].append(rt)
-                slot["ref"].append(ref)
-                slot["x"].append(ranked_ref)
-                slot["shape"] = (tuple(rt.shape), tuple(ref.shape))
-                slot["dtype"] = str(rt.dtype).removeprefix("torch.")
-                local = local_pairs.get(oi)
-                if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
-                    slot["loc"].append(local)
-                    slot["xl"].append(ranked_loc)
+            _collect_group(slots, gi, group, chosen[-1].value, env, subst)
 
     for gi, group in enumerate(groups):
         if group.anchor is None:  # e.g. ops inside a torch.cond branch: no top-level node
-            collected[(gi, 0)] = {"status": "no_reference", "rt": [], "ref": [], "loc": []}
-    rows: list[GapRow] = []
-    for (gi, oi), slot in sorted(collected.items()):
-        group = groups[gi]
-        shapes = slot.get("shape") or (None, None)
-        row = GapRow(
-            group=gi,
-            topo_index=topo.get(group.anchor, -1) if group.anchor is not None else -1,
-            output_index=oi,
-            handles=group.handles,
-            identifiers=group.identifiers,
-            backend=group.backend,
-            is_delegated=group.is_delegated,
-            status=slot["status"],
-            runtime_shape=shapes[0],
-            reference_shape=shapes[1],
-            runtime_dtype=slot.get("dtype", ""),
-            samples=len(slot["rt"]),
-        )
-        if row.status == "ok" and slot["rt"]:
-            rule = _rule_for(group, oi, comparators, tie_tolerance)
-            row.comparison = rule.kind(slot["rt"][0])
-            row.accumulated = rule.compare(row.comparison, slot["rt"], slot["ref"], slot["x"])
-            if len(slot["loc"]) == len(slot["rt"]):
-                row.local = rule.compare(row.comparison, slot["rt"], slot["loc"], slot["xl"])
-        rows.append(row)
-    return groups, rows
+            slots[(gi, 0)] = _Slot(status="no_reference")
+    return groups, _build_rows(groups, topo, slots, comparators, tie_tolerance)

@@ -103,3 +103,20 @@ def test_python_numbers_computed_at_run_time_are_logged_and_compared(
     assert items['["item"]']["comparison"] == "float" and items['["item"]']["snr"] == "inf"
     assert items['["item_1"]']["comparison"] == "exact"
     assert items['["item_1"]']["mismatches"] == "0.0"
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "qnn"])
+def test_a_clean_fp16_run_is_not_failed_by_tie_flips(run_structures, backend: str) -> None:  # type: ignore[no-untyped-def]
+    run_dir = run_structures(
+        f"tie-{backend}",
+        "model._target_=tests.helpers.user_models.make_near_tie",
+        "model.inputs=[{shape:[1,16]}]",
+        f"backend={backend}",
+        "backend.precision=fp16",
+    )
+    assert json.loads((run_dir / "summary.json").read_text())["verdict"] == "pass"
+    argmax = next(g for g in _gaps(run_dir) if g["op_names"] == '["argmax"]')
+    assert argmax["comparison"] == "index"
+    # The reference picks 10.001, the fp16 run sees a tie and picks the first: a tie flip.
+    assert argmax["mismatches"] == argmax["tie_flips"] == "2.0"  # two samples
+    assert argmax["local_mismatches"] == "0.0"

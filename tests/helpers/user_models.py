@@ -50,3 +50,23 @@ class ItemOutputs(nn.Module):
 
 def make_item_outputs():
     return ItemOutputs()
+
+
+class NearTie(nn.Module):
+    """Two logits 10.0 and 10.001: distinct in fp32, one value in fp16 (ulp 0.0078 at 10), so a
+    delegate's fp16 linear turns argmax's and topk's choice into a tie."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+        with torch.no_grad():
+            self.fc.weight[:2] = 0.0
+            self.fc.bias[:2] = torch.tensor([10.0, 10.001])
+
+    def forward(self, x):
+        logits = self.fc(x)
+        return logits.argmax(-1), logits.topk(2).indices
+
+
+def make_near_tie():
+    return NearTie()

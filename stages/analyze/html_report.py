@@ -147,7 +147,8 @@ def render_report(
         _table(summary.get("largest_gaps", []), list((summary.get("largest_gaps") or [{}])[0]))
     )
     parts.append("<h2>Numeric gap</h2>")
-    parts.append(_table(gaps, list(gaps[0]) if gaps else [], limit=400))
+    columns = list(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
+    parts.append(_table(gaps, columns, limit=400))
     parts.append(f"<h2>Events (times in {unit})</h2>")
     parts.append(_table(events, EVENT_COLUMNS, limit=400))
     parts.append("</body></html>")

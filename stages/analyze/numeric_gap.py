@@ -18,6 +18,12 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.analyze.comparators import Comparator
+from stages.analyze.exact_compare import (
+    IndexOutput,
+    count_index_mismatches,
+    count_mismatches,
+    index_output,
+)
 from stages.analyze.linking import Link, ProgramIndex, identifier_of, link_event
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
@@ -66,6 +72,7 @@ class GapRow:
     accumulated: dict[str, float] = field(default_factory=dict)
     local: dict[str, float] = field(default_factory=dict)
     samples: int = 0
+    comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
 
 
 def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
@@ -75,7 +82,17 @@ def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -
         return tensor_from_buffer(buffer, value.tensor, where)
     if value.val == ValueType.TENSOR_LIST and value.tensor_list is not None:
         return [tensor_from_buffer(buffer, t, where) for t in value.tensor_list]
+    for scalar in (value.bool_value, value.int_value, value.double_value, value.float_value):
+        if scalar is not None:  # Int/Bool/Double values (`.item()`): compared as 0-d tensors
+            return _scalar_tensor(scalar)
     return None
+
+
+def _scalar_tensor(value: Any) -> Any:
+    """A Python bool/int/float as a 0-d tensor (float64 for floats); anything else unchanged."""
+    if isinstance(value, bool | int | float):
+        return torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else None)
+    return value
 
 
 def runtime_outputs(
@@ -169,7 +186,10 @@ def build_groups(
 def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], str]:
     """(output index, runtime tensor, reference tensor) to compare, and a status."""
     rts = list(runtime) if isinstance(runtime, list | tuple) else [runtime]
-    refs = list(reference) if isinstance(reference, list | tuple) else [reference]
+    refs = [
+        _scalar_tensor(r)
+        for r in (list(reference) if isinstance(reference, list | tuple) else [reference])
+    ]
     if len(rts) == len(refs):
         pairs = list(zip(range(len(rts)), rts, refs, strict=True))
     elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
@@ -200,6 +220,20 @@ def _status(rt: torch.Tensor, ref: torch.Tensor | None) -> str:
     return "ok"
 
 
+def _like(value: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """A logged value (contiguous, as the debug buffer stores it) with the reference's dtype and
+    strides: ATen's kernels pick their path by layout (a permuted matmul input sums in another
+    order), so the local re-run must see the layout the runtime's op saw."""
+    value = value.to(reference.dtype)
+    if value.stride() == reference.stride():
+        return value
+    try:
+        laid_out = torch.empty_strided(reference.shape, reference.stride(), dtype=reference.dtype)
+        return laid_out.copy_(value)
+    except RuntimeError:  # an expanded view (stride 0) cannot be written: keep it contiguous
+        return value
+
+
 def _substitutions(
     outputs: list[RuntimeOutput], env: dict[torch.fx.Node, Any], anchors: dict[int, torch.fx.Node]
 ) -> dict[torch.fx.Node, Any]:
@@ -212,10 +246,10 @@ def _substitutions(
         ref, value = env.get(anchor), out.value
         if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
             if tuple(ref.shape) == tuple(value.shape):
-                subst[anchor] = value.to(ref.dtype)
+                subst[anchor] = _like(value, ref)
         elif isinstance(ref, tuple) and isinstance(value, list) and len(ref) == len(value):
             subst[anchor] = tuple(
-                v.to(r.dtype) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
+                _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
                 for v, r in zip(value, ref, strict=True)
             )
     return subst
@@ -225,8 +259,9 @@ def _rerun(
     group: GapGroup,
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
-) -> Any:
-    """The group's reference ops on the runtime's inputs; returns the anchor's value."""
+) -> tuple[Any, Any]:
+    """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
+    the anchor's first argument (what an index op ranked)."""
     members = set(group.nodes)
     local: dict[torch.fx.Node, Any] = {}
 
@@ -246,7 +281,10 @@ def _rerun(
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
-    return local[group.anchor] if group.anchor is not None else None
+    if group.anchor is None:
+        return None, None
+    first = group.anchor.args[0] if group.anchor.args else None
+    return local[group.anchor], lookup(first) if isinstance(first, torch.fx.Node) else None
 
 
 def _compare(
@@ -257,13 +295,148 @@ def _compare(
     return {c.name: float(c.compare(rt, ref)) for c in comparators}
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """How one group output is compared: float comparators, exact counts, or the index rule."""
+
+    comparators: Sequence[Comparator]
+    index: IndexOutput | None
+    tolerance: float
+
+    def kind(self, runtime: torch.Tensor) -> str:
+        if runtime.is_floating_point() or runtime.is_complex():
+            return "float"
+        return "index" if self.index is not None else "exact"
+
+    def compare(
+        self,
+        kind: str,
+        runtime: list[torch.Tensor],
+        reference: list[torch.Tensor],
+        ranked: list[Any],
+    ) -> dict[str, float]:
+        if kind == "float":
+            return _compare(self.comparators, runtime, reference)
+        spec = self.index
+        if (
+            kind == "index"
+            and spec is not None
+            and len(ranked) == len(runtime)
+            and all(isinstance(x, torch.Tensor) for x in ranked)
+        ):
+            return count_index_mismatches(runtime, reference, ranked, spec, self.tolerance)
+        return count_mismatches(runtime, reference)
+
+
+def _rule_for(
+    group: GapGroup, output_index: int, comparators: Sequence[Comparator], tolerance: float
+) -> _Rule:
+    spec = index_output(group.anchor) if group.anchor is not None else None
+    if spec is not None and spec.output_index != output_index:
+        spec = None
+    return _Rule(comparators, spec, tolerance)
+
+
+@dataclass
+class _Slot:
+    """What one group output collects over the samples before it is compared."""
+
+    status: str = "ok"
+    rt: list[torch.Tensor] = field(default_factory=list)
+    ref: list[torch.Tensor] = field(default_factory=list)
+    loc: list[torch.Tensor] = field(default_factory=list)
+    ranked: list[Any] = field(default_factory=list)  # what an index op ranked (reference)
+    ranked_loc: list[Any] = field(default_factory=list)  # ... and in the local re-run
+    shape: tuple[Any, Any] | None = None
+    dtype: str = ""
+
+
+def _collect_group(
+    slots: dict[tuple[int, int], _Slot],
+    gi: int,
+    group: GapGroup,
+    runtime: Value,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+) -> None:
+    """One sample's runtime output of a group, paired with its reference and local values."""
+    anchor = group.anchor
+    if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
+        return
+    pairs, status = _pairs(runtime, env.get(anchor))
+    first = anchor.args[0] if anchor.args else None
+    ranked = env.get(first) if isinstance(first, torch.fx.Node) else None
+    ranked_loc = None
+    try:
+        local_ref, ranked_loc = _rerun(group, env, subst)
+        local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
+    except Exception as exc:  # a reference op refusing runtime inputs is a finding
+        local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+    if not pairs:
+        slots.setdefault((gi, 0), _Slot(status=status))
+    for oi, rt, ref in pairs:
+        slot = slots.setdefault((gi, oi), _Slot())
+        row_status = status if status != "ok" else _status(rt, ref)
+        slot.shape = (tuple(rt.shape), tuple(ref.shape) if ref is not None else None)
+        slot.dtype = str(rt.dtype).removeprefix("torch.")
+        if row_status != "ok":
+            slot.status = row_status
+            continue
+        slot.rt.append(rt)
+        slot.ref.append(ref)
+        slot.ranked.append(ranked)
+        local = local_pairs.get(oi)
+        if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
+            slot.loc.append(local)
+            slot.ranked_loc.append(ranked_loc)
+
+
+def _build_rows(
+    groups: list[GapGroup],
+    topo: dict[torch.fx.Node, int],
+    slots: dict[tuple[int, int], _Slot],
+    comparators: Sequence[Comparator],
+    tie_tolerance: float,
+) -> list[GapRow]:
+    rows: list[GapRow] = []
+    for (gi, oi), slot in sorted(slots.items()):
+        group = groups[gi]
+        shapes = slot.shape or (None, None)
+        row = GapRow(
+            group=gi,
+            topo_index=topo.get(group.anchor, -1) if group.anchor is not None else -1,
+            output_index=oi,
+            handles=group.handles,
+            identifiers=group.identifiers,
+            backend=group.backend,
+            is_delegated=group.is_delegated,
+            status=slot.status,
+            runtime_shape=shapes[0],
+            reference_shape=shapes[1],
+            runtime_dtype=slot.dtype,
+            samples=len(slot.rt),
+        )
+        if row.status == "ok" and slot.rt:
+            rule = _rule_for(group, oi, comparators, tie_tolerance)
+            row.comparison = rule.kind(slot.rt[0])
+            row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
+            if len(slot.loc) == len(slot.rt):
+                row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
+        rows.append(row)
+    return rows
+
+
 def compute_numeric_gap(
     outputs: list[RuntimeOutput],
     program: ExportedProgram,
     samples: Sequence[Sequence[torch.Tensor]],
     comparators: Sequence[Comparator],
+    tie_tolerance: float = 0.0,
 ) -> tuple[list[GapGroup], list[GapRow]]:
-    """Groups in topological order and one row per compared output."""
+    """Groups in topological order and one row per compared output.
+
+    Float outputs go through the comparators; integer and bool outputs are counted exactly, index
+    outputs with the tie rule at `tie_tolerance` (stages/analyze/exact_compare.py)."""
     graph = program.graph_module.graph
     groups, topo = build_groups(outputs, graph)
     group_of: dict[DebugHandle, int] = {h: i for i, g in enumerate(groups) for h in g.handles}
@@ -284,7 +457,7 @@ def compute_numeric_gap(
             anchor_cache[handles] = nodes[-1] if nodes else None
         return anchor_cache[handles]
 
-    collected: dict[tuple[int, int], dict[str, Any]] = {}
+    slots: dict[tuple[int, int], _Slot] = {}
     for sample, sample_outputs in sorted(by_sample.items()):
         if sample >= len(samples):
             continue
@@ -304,57 +477,9 @@ def compute_numeric_gap(
                 continue
             anchor_handle = get_debug_handle(group.anchor)
             chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
-            runtime = chosen[-1].value
-            pairs, status = _pairs(runtime, env.get(group.anchor))
-            try:
-                local_ref = _rerun(group, env, subst)
-                local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
-            except Exception as exc:  # a reference op refusing runtime inputs is a finding
-                local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
-            if not pairs:
-                collected.setdefault((gi, 0), {"status": status, "rt": [], "ref": [], "loc": []})
-            for oi, rt, ref in pairs:
-                slot = collected.setdefault(
-                    (gi, oi), {"status": "ok", "rt": [], "ref": [], "loc": [], "shape": None}
-                )
-                row_status = status if status != "ok" else _status(rt, ref)
-                if row_status != "ok":
-                    slot["status"] = row_status
-                    slot["shape"] = (tuple(rt.shape), tuple(ref.shape) if ref is not None else None)
-                    slot["dtype"] = str(rt.dtype).removeprefix("torch.")
-                    continue
-                slot["rt"].append(rt)
-                slot["ref"].append(ref)
-                slot["shape"] = (tuple(rt.shape), tuple(ref.shape))
-                slot["dtype"] = str(rt.dtype).removeprefix("torch.")
-                local = local_pairs.get(oi)
-                if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
-                    slot["loc"].append(local)
+            _collect_group(slots, gi, group, chosen[-1].value, env, subst)
 
     for gi, group in enumerate(groups):
         if group.anchor is None:  # e.g. ops inside a torch.cond branch: no top-level node
-            collected[(gi, 0)] = {"status": "no_reference", "rt": [], "ref": [], "loc": []}
-    rows: list[GapRow] = []
-    for (gi, oi), slot in sorted(collected.items()):
-        group = groups[gi]
-        shapes = slot.get("shape") or (None, None)
-        row = GapRow(
-            group=gi,
-            topo_index=topo.get(group.anchor, -1) if group.anchor is not None else -1,
-            output_index=oi,
-            handles=group.handles,
-            identifiers=group.identifiers,
-            backend=group.backend,
-            is_delegated=group.is_delegated,
-            status=slot["status"],
-            runtime_shape=shapes[0],
-            reference_shape=shapes[1],
-            runtime_dtype=slot.get("dtype", ""),
-            samples=len(slot["rt"]),
-        )
-        if row.status == "ok" and slot["rt"]:
-            row.accumulated = _compare(comparators, slot["rt"], slot["ref"])
-            if len(slot["loc"]) == len(slot["rt"]):
-                row.local = _compare(comparators, slot["rt"], slot["loc"])
-        rows.append(row)
-    return groups, rows
+            slots[(gi, 0)] = _Slot(status="no_reference")
+    return groups, _build_rows(groups, topo, slots, comparators, tie_tolerance)

@@ -14,6 +14,7 @@ from torch.export import ExportedProgram
 from stages.analyze.comparators import build_comparators
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
+from stages.analyze.exact_compare import tie_tolerance
 from stages.analyze.html_report import render_report, write_report
 from stages.analyze.linking import ProgramIndex, check_same_program
 from stages.analyze.loading import AnalysisInputs, load_inputs
@@ -81,7 +82,11 @@ def _numeric_gap(
             "the ETDump holds no intermediate outputs (runtime.debug_level=intermediate_outputs)"
         )
     _, rows = compute_numeric_gap(
-        outputs, program or record.exported_program(), record.representative_inputs, comparators
+        outputs,
+        program or record.exported_program(),
+        record.representative_inputs,
+        comparators,
+        tie_tolerance(index.precision),
     )
     return rows, ""
 
@@ -201,7 +206,8 @@ def run_analyze(
     events_path = run_dir / ArtifactName.EVENTS_CSV
     gap_path = run_dir / ArtifactName.NUMERIC_GAP_CSV
     write_csv(events_path, EVENT_COLUMNS, events)
-    write_csv(gap_path, tuple(gaps[0]) if gaps else ("group", "status"), gaps)
+    columns = tuple(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
+    write_csv(gap_path, columns or ("group", "status"), gaps)
     summary = build_summary(
         RunFiles(etdump, etrecord, debug_buffer),
         record.model_name if record is not None else "",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.event_table import EventRow, unit_factor
+from stages.analyze.exact_compare import EXACT_KEYS
 from stages.analyze.linking import ProgramIndex, ops_of, source_line
 from stages.analyze.numeric_gap import GapRow
 from stages.analyze.verdict import FAIL, Verdict, finite
@@ -53,6 +54,7 @@ def gap_record(
         "reference_shape": list(row.reference_shape) if row.reference_shape else None,
         "runtime_dtype": row.runtime_dtype,
         "samples": row.samples,
+        "comparison": row.comparison,
     }
     for name, value in row.accumulated.items():
         record[name] = value
@@ -84,6 +86,14 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         "accumulated_gap": finite(row.accumulated.get(verdict.metric, math.nan))
         if row.accumulated
         else None,
+        "comparison": row.comparison,
+        # Integer/bool/index outputs: counted, not measured (stages/analyze/exact_compare.py).
+        **{
+            f"{prefix}{key}": values[key]
+            for prefix, values in (("", row.accumulated), ("local_", row.local))
+            for key in EXACT_KEYS
+            if row.comparison != "float" and key in values
+        },
         "source_line": source_line(traces[-1]) if traces else "",
         "module_hierarchy": ops["module_hierarchy"][-1] if ops["module_hierarchy"] else "",
     }

@@ -57,9 +57,13 @@ def format_terminal_report(summary_path: Path) -> str:
         )
     first = s.get("first_divergence")
     if first:
+        exact = first.get("comparison", "float") != "float"
+        key = "mismatches" if exact else "gap"
+        local = first.get(f"local_{key}", first.get(key)) if exact else first.get("local_gap")
         lines.append(
             f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
-            f"local {metric} {_num(first.get('local_gap'))}, status {first.get('status')})"
+            f"local {'mismatches' if exact else metric} {_num(local)}, "
+            f"status {first.get('status')})"
         )
         if first.get("source_line"):
             lines.append(f"   at {first['source_line']}")

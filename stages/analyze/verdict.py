@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.analyze.comparators import Comparator, crosses
+from stages.analyze.exact_compare import exact_errors
 from stages.analyze.numeric_gap import GapRow
 from stages.formats.closed_sets import Precision
 
@@ -53,11 +54,16 @@ def metric_comparator(comparators: list[Comparator], metric: str) -> Comparator:
 
 
 def row_diverged(row: GapRow, metric: str, threshold: float, higher_is_better: bool) -> bool:
-    """A compared row whose local gap (accumulated if no local) crosses; a shape/dtype mismatch."""
+    """A compared row whose local gap (accumulated if no local) crosses; a shape/dtype mismatch.
+
+    Integer and bool outputs diverge on any mismatch, index outputs on any mismatch that is not
+    a tie flip (stages/analyze/exact_compare.py); the threshold is for float outputs only."""
     if row.status in ("shape_mismatch", "dtype_mismatch", "output_count_mismatch"):
         return True
     if row.status != "ok" or not row.accumulated:
         return False
+    if row.comparison != "float":
+        return exact_errors(row.local or row.accumulated) > 0
     value = row.local.get(metric, row.accumulated[metric])
     return crosses(value, threshold, higher_is_better)
 

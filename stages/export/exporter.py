@@ -8,9 +8,10 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.export import ExportedProgram
+from torch.utils import _pytree as pytree
 
 from stages.export.debug_handle_pass import assign_debug_handles, missing_debug_handles
-from stages.formats.graph_handles import restore_debug_handles
+from stages.formats.graph_handles import iter_operator_nodes, restore_debug_handles
 
 
 class ExportStageError(Exception):
@@ -27,6 +28,40 @@ def _likely_fix(message: str, strict: bool) -> str:
     if strict:
         return "retry with export.strict=false (non-strict export traces more Python)"
     return "check the model's forward for Python side effects or unsupported ops"
+
+
+def plain_output_spec(program: ExportedProgram) -> None:
+    """Record the outputs as a flat tuple, the way every stage reads them.
+
+    A model's own output classes (a transformers `ModelOutput`, a registered dataclass) would
+    otherwise be named in exported.pt2 and the file would not load where that class is not
+    imported (a later stage, a reused cache entry)."""
+    signature = program.module_call_graph[0].signature
+    if signature is not None:
+        count = len(program.graph_signature.user_outputs)
+        signature.out_spec = pytree.tree_structure(tuple(range(count)))
+
+
+def mutating_nodes(program: ExportedProgram) -> list[str]:
+    """Names of operator nodes whose op writes to one of its arguments (`add_`, `copy_`, ...)."""
+    return [
+        node.name
+        for node in iter_operator_nodes(program.graph_module)
+        if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+    ]
+
+
+_WRAPPER_HOPS = ("wrap_with_set_grad_enabled", "wrap_with_autocast")
+
+
+def wrapper_nodes(program: ExportedProgram) -> list[str]:
+    """Names of grad-mode/autocast wrapper calls (higher-order ops around a submodule)."""
+    return [
+        node.name
+        for node in iter_operator_nodes(program.graph_module)
+        if isinstance(node.target, torch._ops.HigherOrderOperator)
+        and node.target.name() in _WRAPPER_HOPS
+    ]
 
 
 def export_model(
@@ -49,6 +84,13 @@ def export_model(
             f"{type(exc).__name__}: {gist}. Likely fix: {_likely_fix(str(exc), strict)}. "
             f"Full traceback: {error_log}"
         ) from exc
+    if not decompose and (mutating_nodes(program) or wrapper_nodes(program)):
+        # In-place ops (buffer updates, `relu(inplace=True)`) become functional ops and buffer
+        # mutations extra outputs, as ExecuTorch's to_edge does; grad/autocast wrappers
+        # (`wrap_with_set_grad_enabled`, `wrap_with_autocast`, e.g. around HF rotary embeddings)
+        # are inlined. Every stage then sees values, never aliases, and plain ATen calls.
+        program = program.run_decompositions({})
+    plain_output_spec(program)
     assign_debug_handles(program)
     if decompose:
         program = program.run_decompositions()

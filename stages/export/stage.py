@@ -8,10 +8,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch.utils import _pytree as pytree
 
 from stages.export.config import ExportConfig, InputsConfig, ModelConfig
 from stages.export.exporter import export_model
@@ -20,6 +16,7 @@ from stages.export.representative_inputs import representative_inputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.exported_program import save_exported_program
 from stages.formats.graph_handles import iter_operator_nodes
+from stages.formats.reference_capture import program_outputs
 from stages.formats.samples import save_samples
 
 
@@ -31,12 +28,6 @@ class ExportArtifacts:
     inputs: Path
     reference_outputs: Path
     metrics: dict[str, float] = field(default_factory=dict)
-
-
-def flat_outputs(value: Any) -> tuple[torch.Tensor, ...]:
-    """A model's outputs flattened to a tuple of tensors."""
-    leaves, _ = pytree.tree_flatten(value)
-    return tuple(leaf.detach() for leaf in leaves if isinstance(leaf, torch.Tensor))
 
 
 def run_export(
@@ -56,9 +47,7 @@ def run_export(
         error_log=run_dir / "export_error.log",
     )
     export_seconds = time.perf_counter() - started
-    runnable = program.module()
-    with torch.no_grad():
-        references = [flat_outputs(runnable(*sample)) for sample in samples]
+    references = [program_outputs(program, sample) for sample in samples]
 
     paths = {name: run_dir / name for name in ArtifactName}
     save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])

@@ -35,7 +35,8 @@ def iter_operator_nodes(gm: torch.fx.GraphModule) -> Iterator[torch.fx.Node]:
 
 
 def set_debug_handle(node: torch.fx.Node, handle: DebugHandle) -> None:
-    node.meta.setdefault(CUSTOM_META, {})[DEBUG_HANDLE_META] = handle
+    # A fresh dict: nodes inlined from one wrapper share their `custom` meta object.
+    node.meta[CUSTOM_META] = {**(node.meta.get(CUSTOM_META) or {}), DEBUG_HANDLE_META: handle}
     node.meta[DEBUG_HANDLE_META] = handle
 
 

@@ -45,7 +45,11 @@ _PICKLED_PREFIXES = ("custom_obj_", "opaque_obj_")
 _SMALL_TEXT = 256
 
 _NAME = r"[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9][A-Za-z0-9_]*"
-_OP_TARGET = re.compile(rf"torch\.ops\.(aten|prims|higher_order)\.({_NAME})(\.({_NAME}))?")
+# ATen's bitwise ops keep their dunder names (`aten.__and__.Tensor`); no other dunder is an op.
+_ATEN_DUNDER = r"__i?(and|or|xor|lshift|rshift)__"
+_OP_TARGET = re.compile(
+    rf"torch\.ops\.(aten|prims|higher_order)\.({_NAME}|{_ATEN_DUNDER})(\.({_NAME}))?"
+)
 _OPERATOR_TARGETS = {
     f"_operator.{name}"
     for name in [
@@ -66,6 +70,10 @@ BUILTIN_OPS: set[object] = (
 # torch functions torch's deserializer names; nothing that can reach a builtin or an attribute.
 _EXPR_TOKEN = re.compile(r"\s+|\d+(\.\d+)?|[A-Za-z_][A-Za-z0-9_]*|\*\*|//|[=!<>]=|[-+*/%(),<>&|~]")
 _SYMBOL = re.compile(r"[a-z]{1,8}\d+")
+# torch writes an unbacked float symbol (from `.item()`) as Symbol('zuf0'): a named symbol, no call.
+_QUOTED_SYMBOL = re.compile(
+    r"Symbol\('([a-z]{1,8}\d+)'(?:, ?(?:integer|real|positive|nonnegative|finite)=(?:True|False))*\)"
+)
 # Functions whose result size can explode from a short string (PowByNatural, LShift, ...) are out.
 _EXPR_FUNCTIONS = {
     *["FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv", "CeilDiv"],
@@ -227,6 +235,7 @@ def check_sym_expr(expr: Any, what: str) -> None:
     """A shape expression sympy can parse without reaching any builtin (sympify is an eval)."""
     if not isinstance(expr, str) or len(expr) > _MAX_EXPR:
         raise UnsafePayloadError(f"{what}: a symbolic shape expression is not a short string")
+    expr = _QUOTED_SYMBOL.sub(r"\1", expr)
     position, previous = 0, ""
     while position < len(expr):
         token = _EXPR_TOKEN.match(expr, position)

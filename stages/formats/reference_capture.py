@@ -13,6 +13,10 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 
+def _detached(value: Any) -> Any:
+    return value.detach() if isinstance(value, torch.Tensor) else value
+
+
 def flat_program_args(program: ExportedProgram, user_inputs: Sequence[torch.Tensor]) -> list[Any]:
     """Placeholder values in graph order: parameters, buffers, constants, then user inputs."""
     state = program.state_dict
@@ -23,9 +27,11 @@ def flat_program_args(program: ExportedProgram, user_inputs: Sequence[torch.Tens
         if spec.kind == InputKind.USER_INPUT:
             values.append(next(user))
         elif spec.target in state:
-            values.append(state[spec.target])
+            # Detached like the lowered program's constants: ATen picks its matmul path by
+            # requires_grad even under no_grad, and the two paths differ in the last bit.
+            values.append(_detached(state[spec.target]))
         elif spec.target in constants:
-            values.append(constants[spec.target])
+            values.append(_detached(constants[spec.target]))
         else:
             raise KeyError(f"no value for program input {spec.arg.name} ({spec.target})")
     return values
@@ -51,3 +57,16 @@ def capture_node_outputs(
     with torch.no_grad():
         result = interpreter.run(*flat_program_args(program, user_inputs))
     return interpreter.outputs, result
+
+
+def program_outputs(
+    program: ExportedProgram, user_inputs: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, ...]:
+    """The graph's outputs on `user_inputs`, tensors only, in graph order: buffer mutations (if
+    any) then the user outputs flattened, the same list the lowered program returns."""
+    with torch.no_grad():
+        result = torch.fx.Interpreter(program.graph_module).run(
+            *flat_program_args(program, user_inputs)
+        )
+    leaves = result if isinstance(result, list | tuple) else (result,)
+    return tuple(leaf.detach() for leaf in leaves if isinstance(leaf, torch.Tensor))

@@ -23,6 +23,24 @@ from stages.formats.program import (
 )
 
 
+class UnsupportedHigherOrderOpError(ValueError):
+    """A higher-order op the lowered program cannot run; the message names the node."""
+
+
+def _branch(gm: torch.fx.GraphModule, attr: Any, node: torch.fx.Node) -> torch.fx.GraphModule:
+    """The GraphModule a cond branch argument names (a get_attr of a submodule)."""
+    sub = (
+        getattr(gm, str(attr.target), None)
+        if isinstance(attr, torch.fx.Node) and attr.op == "get_attr"
+        else None
+    )
+    if not isinstance(sub, torch.fx.GraphModule):
+        raise UnsupportedHigherOrderOpError(
+            f"torch.cond node {node.name}: branch {attr} is not a submodule of the graph"
+        )
+    return sub
+
+
 class _Builder:
     def __init__(self, constants: dict[str, torch.Tensor], fault: dict[str, Any] | None) -> None:
         self.constants = constants
@@ -121,9 +139,15 @@ class _Builder:
         backend: str,
         specs: dict[str, Any],
     ) -> CondInstruction:
+        hop = node.target.name() if isinstance(node.target, torch._ops.HigherOrderOperator) else ""
+        if hop != "cond" or len(node.args) != 4:
+            raise UnsupportedHigherOrderOpError(
+                f"node {node.name} calls the higher-order op {hop or node.target!r}; the lowered "
+                "program runs torch.cond only (the export stage inlines grad/autocast wrappers). "
+                "Rewrite it with torch.cond, or export with export.decompose=true"
+            )
         predicate, true_attr, false_attr, operands = node.args
-        true_gm = getattr(gm, str(true_attr.target))  # type: ignore[union-attr]
-        false_gm = getattr(gm, str(false_attr.target))  # type: ignore[union-attr]
+        true_gm, false_gm = _branch(gm, true_attr, node), _branch(gm, false_attr, node)
         instruction_id = self._instruction_id()
         outputs, _ = self._outputs(node, vid)
         return CondInstruction(

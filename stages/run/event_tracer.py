@@ -15,10 +15,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -47,6 +46,14 @@ _now = time.perf_counter_ns
 
 class EventTracerError(Exception):
     """The tracer was called in a way ExecuTorch's would reject."""
+
+
+class SkippedOutput(NamedTuple):
+    """An output the tracer did not log (None, a list of ints, ...), and why."""
+
+    debug_handle: DebugHandle
+    instruction_id: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ class EventTracer:
         self._instruction = -1
         self._bundled_input = -1
         self._open_delegate = 0
+        self.skipped_outputs: list[SkippedOutput] = []
 
     # Blocks -------------------------------------------------------------------------------
     def create_event_block(self, name: str) -> None:
@@ -223,34 +231,46 @@ class EventTracer:
         )
 
     # Intermediate outputs ------------------------------------------------------------------
-    def _value(self, output: Any) -> ValueRecord:
+    def _value(self, output: Any) -> ValueRecord | str:
+        """The ETDump value for `output`, or why it cannot be logged (ExecuTorch's ETDumpGen
+        logs Tensor, TensorList, Int, Double and Bool EValues; anything else is skipped)."""
         if isinstance(output, torch.Tensor):
             return ValueRecord(val=ValueType.TENSOR, tensor=self._buffer.append(output))
-        if (
-            isinstance(output, Sequence)
-            and not isinstance(output, str)
-            and all(isinstance(t, torch.Tensor) for t in output)
-        ):
-            return ValueRecord(
-                val=ValueType.TENSOR_LIST, tensor_list=tuple(self._buffer.append(t) for t in output)
-            )
         if isinstance(output, bool):
             return ValueRecord(val=ValueType.BOOL, bool_value=output)
         if isinstance(output, int):
             return ValueRecord(val=ValueType.INT, int_value=output)
         if isinstance(output, float):
             return ValueRecord(val=ValueType.DOUBLE, double_value=output)
-        raise EventTracerError(f"cannot log an intermediate output of type {type(output).__name__}")
+        if isinstance(output, list | tuple):
+            if output and all(isinstance(t, torch.Tensor) for t in output):
+                return ValueRecord(
+                    val=ValueType.TENSOR_LIST,
+                    tensor_list=tuple(self._buffer.append(t) for t in output),
+                )
+            kinds = sorted({type(item).__name__ for item in output}) or ["nothing"]
+            return (
+                f"a {type(output).__name__} of {'/'.join(kinds)} (ETDump lists hold tensors only)"
+            )
+        return f"a {type(output).__name__} (ETDump logs Tensor, TensorList, Int, Double, Bool)"
+
+    def _skip(self, debug_handle: DebugHandle, instruction_id: int, reason: str) -> None:
+        self.skipped_outputs.append(SkippedOutput(debug_handle, instruction_id, reason))
 
     def log_intermediate_output(
         self, debug_handle: DebugHandle, instruction_id: int, output: Any
     ) -> None:
+        """Log an operator's output; a value ETDump cannot hold is recorded in `skipped_outputs`."""
         if self.debug_level < EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS or not self._keep(
             None, debug_handle
         ):
             return
         self._require_block()
-        self._events.append(("g", self._chain, instruction_id, self._value(output), -1, "", ""))
+        value = self._value(output)
+        if isinstance(value, str):
+            self._skip(debug_handle, instruction_id, value)
+            return
+        self._events.append(("g", self._chain, instruction_id, value, -1, "", ""))
 
     def log_intermediate_output_delegate(
         self, name: str | None, delegate_debug_id: DelegateIdentifier | None, output: Any
@@ -263,18 +283,27 @@ class EventTracer:
             return
         self._require_block()
         id_int, id_str = _split_identifier(delegate_debug_id)
+        value = self._value(output)
+        if isinstance(value, str):
+            self._skip(0, self._instruction, f"delegate {delegate_debug_id or name}: {value}")
+            return
         self._events.append(
-            ("g", self._chain, self._instruction, self._value(output), id_int, id_str, name or "")
+            ("g", self._chain, self._instruction, value, id_int, id_str, name or "")
         )
 
     def log_program_output(self, output: Any) -> None:
-        """Program outputs, logged at PROGRAM_OUTPUTS level and above."""
+        """One program output, logged at PROGRAM_OUTPUTS level and above (as ExecuTorch's Method
+        logs each output EValue); a value ETDump cannot hold is recorded as skipped."""
         if self.debug_level < EventTracerDebugLogLevel.PROGRAM_OUTPUTS:
             return
         self._require_block()
         value = self._value(output)
-        value = value._replace(output=True)
-        self._events.append(("g", self._chain, -1, value, -1, "", "program_output"))
+        if isinstance(value, str):
+            self._skip(0, -1, f"program output: {value}")
+            return
+        self._events.append(
+            ("g", self._chain, -1, value._replace(output=True), -1, "", "program_output")
+        )
 
     def log_program_fingerprint(self, fingerprint: str) -> None:
         """A zero-length `Program::fingerprint` event whose metadata is the program's sha256.

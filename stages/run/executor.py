@@ -93,7 +93,7 @@ class Executor:
         name, handle, iid = instr.name, instr.debug_handle, instr.instruction_id
         primary = outs[0]
 
-        def compute(values: list[Any]) -> None:
+        def compute(values: list[Any]) -> Any:
             result = (
                 fn(*args(values), **{k: b(values) for k, b in kwargs.items()})
                 if kwargs
@@ -107,16 +107,23 @@ class Executor:
                 values[primary] = result
             if fault is not None and primary >= 0:
                 values[primary] = apply_output_fault(values[primary], fault)
+            return result
 
         def step(values: list[Any], tracer: EventTracerProtocol | None) -> None:
             if tracer is None:
                 compute(values)
                 return
             entry = tracer.start_profiling(name, 0, handle, iid)
-            compute(values)
+            result = compute(values)
             tracer.end_profiling(entry)
             if _capture(tracer):
-                logged = [values[v] for v in outs if v >= 0] if multi else values[primary]
+                # Every output of a multi-output op, used or not, so positions match the
+                # reference's (topk's indices stay output 1 even when its values are unused).
+                logged = (
+                    [values[v] if v >= 0 else r for v, r in zip(outs, result, strict=False)]
+                    if multi
+                    else values[primary]
+                )
                 tracer.log_intermediate_output(handle, iid, logged)
 
         return step

@@ -7,6 +7,7 @@ separate executions ('Execute (intermediate outputs)' blocks) so latencies are n
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from stages.run.event_tracer import EventFilter, EventTracer
 from stages.run.executor import Executor
 
 CAPTURE_BLOCK = "Execute (intermediate outputs)"
+log = logging.getLogger(__name__)
 
 _DEBUG_LEVELS = {
     "none": EventTracerDebugLogLevel.NO_LOGGING,
@@ -56,6 +58,19 @@ def _level(table: Mapping[str, int], value: str, option: str) -> int:
     if value not in table:
         raise RuntimeConfigError(f"{option}={value!r}: choose one of {sorted(table)}")
     return table[value]
+
+
+def _report_skipped(tracer: EventTracer) -> None:
+    """One log line for outputs the ETDump cannot hold (None from `_assert_tensor_metadata`, ...)."""
+    reasons: dict[str, list[int]] = {}
+    for skipped in tracer.skipped_outputs:
+        reasons.setdefault(skipped.reason, []).append(skipped.debug_handle)
+    if reasons:
+        log.info(
+            "[run] %d outputs not logged: %s",
+            len(tracer.skipped_outputs),
+            "; ".join(f"{why} (debug handles {sorted(set(h))})" for why, h in reasons.items()),
+        )
 
 
 def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) -> RunArtifacts:
@@ -110,8 +125,9 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         for index, sample in enumerate(samples):
             tracer.create_event_block(CAPTURE_BLOCK)
             tracer.set_bundled_input_index(index)
-            result = executor.execute(sample, tracer)
-            tracer.log_program_output(list(result))
+            for value in executor.execute(sample, tracer):
+                tracer.log_program_output(value)
+    _report_skipped(tracer)
 
     etdump_path = run_dir / ArtifactName.ETDUMP
     debug_path = run_dir / ArtifactName.DEBUG_BUFFER
@@ -134,6 +150,7 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         "etdump_bytes": float(etdump_bytes),
         "debug_buffer_bytes": float(debug_bytes),
         "events": float(sum(len(b.events) for b in data.run_data)),
+        "skipped_outputs": float(len(tracer.skipped_outputs)),
     }
     if method_ms:
         metrics |= {

@@ -117,3 +117,61 @@ def test_full_pipeline_from_the_cli_gives_a_verdict_and_logs_it(tmp_path: Path) 
     } <= logged
     tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
     assert {"tables/events.json", "tables/numeric_gap.json"} <= tables
+
+
+USER_MODEL = """
+import torch
+from torch import nn
+
+
+class Two(nn.Module):
+    def __init__(self, width=8):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.fc = nn.Linear(32, width)
+
+    def forward(self, image, vec):
+        pooled = self.conv(image).mean(dim=(2, 3))
+        h = self.fc(vec)
+        return pooled[:, : h.shape[1]] + h, h.argmax(-1).float()
+
+
+def make(width=8):
+    return Two(width)
+"""
+USER_INPUTS = "model.inputs=[{shape:[1,8,16,16]},{shape:[1,32]}]"
+
+
+@pytest.mark.e2e
+def test_a_users_model_runs_from_outside_the_checkout(tmp_path: Path) -> None:
+    """The README's two forms: a file next to you, and a package on your path (issue 12.1)."""
+    (tmp_path / "my_model.py").write_text(USER_MODEL)
+    run_dir = tmp_path / "run"
+    file_form = _cli(
+        "model=custom",
+        "model._target_=./my_model.py:make",
+        USER_INPUTS,
+        "tracking=none",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+    )
+    assert file_form.returncode == 0, file_form.stderr
+    assert "== analysis: verdict PASS" in file_form.stdout
+    assert (run_dir / "report.html").is_file()
+
+    (tmp_path / "userpkg").mkdir()
+    (tmp_path / "userpkg" / "__init__.py").write_text("")
+    (tmp_path / "userpkg" / "models.py").write_text(USER_MODEL)
+    dotted = _cli(
+        "model=custom",
+        "model._target_=userpkg.models.make",
+        "model.kwargs.width=6",
+        USER_INPUTS,
+        "tracking=none",
+        "stages=[export]",
+        f"hydra.run.dir={tmp_path / 'dotted'}",
+        cwd=tmp_path,
+    )
+    assert dotted.returncode == 0, dotted.stderr
+    leaked = _cli("model=vit", "model._target_=./my_model.py:make", "tracking=none", cwd=tmp_path)
+    assert leaked.returncode != 0 and "model=custom model._target_=" in leaked.stderr

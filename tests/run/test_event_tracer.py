@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from stages.formats.etdump import parse_debug_buffer, read_etdump, tensor_from_buffer
-from stages.formats.etdump.records import DEBUG_BUFFER_EVENT
+from stages.formats.etdump.records import DEBUG_BUFFER_EVENT, ValueType
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.run.event_tracer import EventFilter, EventTracer, EventTracerError
 
@@ -90,3 +90,35 @@ def test_misuse_raises_clear_errors() -> None:
         tracer.end_profiling_delegate(["bogus"])
     with pytest.raises(EventTracerError, match="track_allocator"):
         tracer.track_allocation(3, 10)
+
+
+def test_values_etdump_cannot_hold_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    """None (e.g. `_assert_tensor_metadata`), lists of non-tensors: recorded as skipped, never a
+    crash; Python ints, bools and floats are logged as ETDump's Int, Bool and Double values."""
+    tracer = EventTracer(debug_level=EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS)
+    tracer.create_event_block("Execute")
+    tracer.log_intermediate_output(1, 0, None)
+    tracer.log_intermediate_output(2, 1, 7)
+    tracer.log_intermediate_output(3, 2, True)
+    tracer.log_intermediate_output(4, 3, 0.25)
+    tracer.log_intermediate_output(5, 4, [torch.ones(1), None])
+    tracer.log_intermediate_output_delegate(None, "kernel", None)
+    for output in (torch.ones(2), None, 3):
+        tracer.log_program_output(output)
+    tracer.write_etdump(tmp_path / "e.etdp", tmp_path / "d.bin")
+
+    skipped = [(s.debug_handle, s.instruction_id) for s in tracer.skipped_outputs]
+    assert skipped == [(1, 0), (5, 4), (0, -1), (0, -1)]
+    reasons = [s.reason for s in tracer.skipped_outputs]
+    assert "NoneType" in reasons[0] and "ETDump lists hold tensors only" in reasons[1]
+    assert reasons[2].startswith("delegate kernel") and reasons[3].startswith("program output")
+    (block,) = read_etdump(tmp_path / "e.etdp").run_data
+    values = [e.debug_event.debug_entry for e in block.events if e.debug_event]
+    assert [(v.val, v.int_value, v.bool_value, v.double_value) for v in values[:3]] == [
+        (ValueType.INT, 7, None, None),
+        (ValueType.BOOL, None, True, None),
+        (ValueType.DOUBLE, None, None, 0.25),
+    ]
+    outputs = values[3:]
+    assert [v.val for v in outputs] == [ValueType.TENSOR, ValueType.INT]
+    assert all(v.output for v in outputs)

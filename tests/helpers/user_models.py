@@ -1,0 +1,72 @@
+"""Models a user might bring, written the usual way (plain `make()` factories, no annotations)."""
+
+import torch
+from torch import nn
+
+
+class Structures(nn.Module):
+    """Every output structure at once: dict, tuple, list, nested; None, int, float, bool; integer
+    and bool tensors; topk values and indices; a dtype cast (`_assert_tensor_metadata` returns
+    None); buffers mutated in place; a depthwise conv; torch.cond."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.norm = nn.LayerNorm(32)
+        self.fc = nn.Linear(32, 64)
+        self.register_buffer("count", torch.zeros(1))
+        self.register_buffer("running", torch.zeros(16))
+
+    def forward(self, image, vec):
+        pooled = self.conv(image).mean(dim=(2, 3))
+        h = self.fc(self.norm(vec)).relu_().reshape(1, 4, 16)
+        values, indices = torch.topk(h, 4, dim=-1)
+        best = h.argmax(-1)
+        self.count.add_(1)
+        self.running.mul_(0.5).add_(h.mean((0, 1)))
+        branch = torch.cond(pooled.sum() > 0, lambda a: a.sin(), lambda a: a.cos(), (pooled,))
+        return {
+            "pair": (values, indices),
+            "list": [best, best.float(), h > 0],
+            "nested": {"cond": branch, "none": None, "int": 3, "float": 0.5, "bool": True},
+        }
+
+
+def make_structures():
+    return Structures()
+
+
+STRUCTURES_INPUTS = "model.inputs=[{shape:[1,8,16,16]},{shape:[1,32]}]"
+
+
+class ItemOutputs(nn.Module):
+    """Python numbers computed at run time (`.item()`): logged as ETDump Double and Int values."""
+
+    def forward(self, x):
+        scale = x.abs().max().item()
+        positives = (x > 0).sum().item()
+        return x * scale, x + positives, scale, positives
+
+
+def make_item_outputs():
+    return ItemOutputs()
+
+
+class NearTie(nn.Module):
+    """Two logits 10.0 and 10.001: distinct in fp32, one value in fp16 (ulp 0.0078 at 10), so a
+    delegate's fp16 linear turns argmax's and topk's choice into a tie."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+        with torch.no_grad():
+            self.fc.weight[:2] = 0.0
+            self.fc.bias[:2] = torch.tensor([10.0, 10.001])
+
+    def forward(self, x):
+        logits = self.fc(x)
+        return logits.argmax(-1), logits.topk(2).indices
+
+
+def make_near_tie():
+    return NearTie()

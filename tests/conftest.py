@@ -13,15 +13,26 @@ from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.optional import REQUIRE_ENV
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator:
-    """With $REQUIRE_OPTIONAL_PARTS=1 (CI) a skipped test is a failed test."""
-    outcome = yield
-    report = outcome.get_result()
+def _fail_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """With $REQUIRE_OPTIONAL_PARTS=1 (CI) a skip is a failure that says what was missing."""
     if report.skipped and os.environ.get(REQUIRE_ENV) == "1" and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped, but {REQUIRE_ENV}=1 requires every optional part: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator:
+    """A skip inside a test (or its fixtures)."""
+    outcome = yield
+    _fail_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator:
+    """A skip at module level (`pytest.importorskip` at the top of a test file)."""
+    outcome = yield
+    _fail_skip(outcome.get_result())
 
 
 @pytest.fixture

@@ -68,6 +68,7 @@ def render_report(
     events: list[dict[str, Any]],
     gaps: list[dict[str, Any]],
     plots: list[Path],
+    graph_view: str = "",
 ) -> str:
     verdict = str(summary.get("verdict", "not_evaluated"))
     first = summary.get("first_divergence")
@@ -107,6 +108,7 @@ def render_report(
         parts.append(
             f"<h2>{html.escape(plot.stem.replace('_', ' '))}</h2>{_image(plot, plot.stem)}"
         )
+    parts.append(graph_view)  # graph_view.render_graph_view: partitions and ops in graph order
     parts.append("<h2>Slowest ops</h2>")
     parts.append(
         _table(

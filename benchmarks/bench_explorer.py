@@ -50,8 +50,15 @@ def _start_server(run_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], st
     started = time.perf_counter()
     with log.open("w") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.explore", str(run_dir), "--no-open"]
-            + ["--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "pipeline.explore",
+                str(run_dir),
+                "--no-open",
+                "--port",
+                str(port),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

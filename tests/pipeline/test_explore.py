@@ -137,6 +137,22 @@ def _click(browser: HeadlessChromium, text: str) -> None:
     assert clicked, f"nothing to click labelled {text!r}"
 
 
+def _locate(browser: HeadlessChromium, query: str, label: str) -> None:
+    """Search the graph for `query` and click the first result labelled `label` (zooms to it)."""
+    browser.evaluate(
+        "(() => { const box = [...document.querySelectorAll('input')].find("
+        "i => i.placeholder.startsWith('Search nodes')); box.focus();"
+        f"box.value = {query!r}; box.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
+    )
+    time.sleep(1.5)
+    found = browser.evaluate(
+        "(() => { const hits = [...document.querySelectorAll('.search-results-container *')]"
+        f".filter(e => e.children.length === 0 && e.textContent.trim() === {label!r});"
+        "if (hits.length) { hits[0].click(); } return hits.length; })()"
+    )
+    assert found, f"Model Explorer's search found no {label!r} for {query!r}"
+
+
 def test_model_explorer_shows_the_model_with_its_overlays(
     explorer_url: str, tracked_run: tuple[Path, str, str], tmp_path: Path
 ) -> None:
@@ -158,10 +174,13 @@ def test_model_explorer_shows_the_model_with_its_overlays(
         assert re.search(rf"aten\.conv2d\s+{re.escape(repr(latency['conv2d']))}", text)
         local = overlays[OverlayFile.LOCAL_GAP]["results"]
         assert repr(local["linear_1"]["value"]) in text  # the first divergence's local SNR
-        _click(browser, "unfold_more_double")  # expand all layers
         shots = []
-        for provider, shot in (("latency p50", "latency"), ("local gap", "first_divergence")):
+        for provider, query, label, shot in (
+            ("latency p50", "gelu", "aten.gelu", "latency"),
+            ("local gap", "linear_1", "aten.linear", "first_divergence"),
+        ):
             _click(browser, provider)
+            _locate(browser, query, label)
             time.sleep(2)
             shots.append(browser.screenshot(tmp_path / f"model_explorer_{shot}.png"))
     for shot in shots:

@@ -60,32 +60,48 @@ def _summary_etrecord(roots: list[Path]) -> Path | None:
     return Path(named) if named and Path(named).is_file() else None
 
 
-def _program_from_etrecord(etrecord: Path, scratch: Path) -> Path:
-    """The ETRecord's reference program written out as a .pt2 file Model Explorer can open."""
+def _checked_program(data: bytes, what: str, scratch: Path) -> Path:
+    """The program archive after the project's safety check, as a .pt2 file for Model Explorer.
+
+    Model Explorer's adapter calls torch.export.load on the file; only checked bytes reach it.
+    """
+    from stages.formats.safe_load import UnsafePayloadError, check_pt2_archive
+
+    try:
+        clean = check_pt2_archive(data, what)
+    except UnsafePayloadError as exc:
+        raise ExploreError(str(exc)) from exc
+    program = scratch / ArtifactName.EXPORTED_PROGRAM
+    program.write_bytes(clean)
+    return program
+
+
+def _etrecord_program(etrecord: Path) -> bytes:
+    """The reference (exported) program inside an ETRecord."""
     from stages.formats.etrecord import ETRecord, ETRecordError
 
     try:
-        data = ETRecord.load(etrecord).reference_program_bytes
+        return ETRecord.load(etrecord).reference_program_bytes
     except ETRecordError as exc:
         raise ExploreError(str(exc)) from exc
-    program = scratch / "reference_program.pt2"
-    program.write_bytes(data)
-    return program
 
 
 def locate_sources(roots: list[Path], etrecord: Path | None, scratch: Path) -> ExploreSources:
     """exported.pt2 if present, else the reference program of --etrecord / the run's ETRecord."""
     overlays = tuple(p for name in OverlayFile if (p := _find(roots, name)) is not None)
-    program = _find(roots, ArtifactName.EXPORTED_PROGRAM) if etrecord is None else None
-    if program is None:
-        record = etrecord or _find(roots, ArtifactName.ETRECORD) or _summary_etrecord(roots)
-        if record is None:
-            raise ExploreError(
-                f"{', '.join(map(str, roots))}: no {ArtifactName.EXPORTED_PROGRAM} and no "
-                f"ETRecord; pass the ETRecord the analysis used with --etrecord PATH"
-            )
-        program = _program_from_etrecord(record, scratch)
-    return ExploreSources(program, overlays)
+    exported = _find(roots, ArtifactName.EXPORTED_PROGRAM) if etrecord is None else None
+    if exported is not None:
+        return ExploreSources(
+            _checked_program(exported.read_bytes(), str(exported), scratch), overlays
+        )
+    record = etrecord or _find(roots, ArtifactName.ETRECORD) or _summary_etrecord(roots)
+    if record is None:
+        raise ExploreError(
+            f"{', '.join(map(str, roots))}: no {ArtifactName.EXPORTED_PROGRAM} and no "
+            f"ETRecord; pass the ETRecord the analysis used with --etrecord PATH"
+        )
+    what = f"{record} reference program"
+    return ExploreSources(_checked_program(_etrecord_program(record), what, scratch), overlays)
 
 
 def download_run(run_id: str, uri: str, scratch: Path) -> Path:

@@ -43,12 +43,18 @@ def tracked_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, st
     return result.run_dir, result.run_id, str(cfg.tracking.uri)
 
 
+def _node_names(program: Path) -> list[str]:
+    return [n.name for n in torch.export.load(program).graph_module.graph.nodes]
+
+
 def test_run_dir_gives_exported_program_and_every_overlay(
     tracked_run: tuple[Path, str, str], tmp_path: Path
 ) -> None:
     run_dir, _, _ = tracked_run
     sources = explore.locate_sources([run_dir], None, tmp_path)
-    assert sources.program == run_dir / "exported.pt2"
+    # A checked copy: Model Explorer's adapter torch.export.loads whatever it is given.
+    assert sources.program.parent == tmp_path
+    assert _node_names(sources.program) == _node_names(run_dir / "exported.pt2")
     assert [p.name for p in sources.overlays] == list(OverlayFile)
 
 
@@ -58,7 +64,7 @@ def test_mlflow_run_id_downloads_program_and_overlays(
     _, run_id, uri = tracked_run
     root = explore.download_run(run_id, uri, tmp_path)
     sources = explore.locate_sources([root], None, tmp_path)
-    assert sources.program.name == "exported.pt2" and sources.program.parent.name == "export"
+    assert _node_names(sources.program) == _node_names(root / "export" / "exported.pt2")
     assert sorted(p.name for p in sources.overlays) == sorted(OverlayFile)
     assert all(p.parent.name == "analyze" for p in sources.overlays)
 
@@ -76,9 +82,17 @@ def test_analyze_only_run_uses_the_etrecords_program(
         explore.locate_sources([byo], None, tmp_path)
     sources = explore.locate_sources([byo], Path(etrecord), tmp_path)
     assert sources.program.suffix == ".pt2"
-    names = {n.name for n in torch.export.load(sources.program).graph_module.graph.nodes}
+    names = set(_node_names(sources.program))
     latency = (byo / OverlayFile.LATENCY).read_text()
     assert {"conv2d", "linear_1"} <= names and '"linear_1"' in latency
+
+
+def test_an_unsafe_program_is_refused_before_model_explorer_sees_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "exported.pt2").write_bytes(b"PK\x03\x04 not a program")
+    with pytest.raises(explore.ExploreError, match=r"exported\.pt2"):
+        explore.locate_sources([run_dir], None, tmp_path)
 
 
 def test_bad_target_and_missing_extra_are_named(

@@ -33,7 +33,7 @@ def write_graph_outputs(
 ) -> GraphOutputs:
     """Nothing without an ETRecord (no node names to key by); else overlays + report section."""
     if record is None or not index.handles:
-        return GraphOutputs((), "")
+        return GraphOutputs(write_overlays(run_dir, [], None, ""), "")  # clears stale overlays
     threshold = summary.get("threshold")
     scale = GapScale(
         str(summary.get("gap_metric", "")),

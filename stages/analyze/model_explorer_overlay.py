@@ -174,11 +174,16 @@ def build_overlays(
 def write_overlays(
     run_dir: Path, nodes: Sequence[NodeFacts], scale: GapScale | None, unit: str
 ) -> tuple[Path, ...]:
-    """Write the overlay files atomically; returns their paths (nothing without nodes)."""
-    if not nodes:
-        return ()
+    """Write the overlay files atomically; returns their paths (nothing without nodes).
+
+    Overlay files of an earlier analysis in run_dir that this one has no data for are removed,
+    so a viewer never mixes two analyses.
+    """
+    overlays = build_overlays(nodes, scale, unit) if nodes else {}
+    for stale in set(OverlayFile) - set(overlays):
+        (run_dir / stale).unlink(missing_ok=True)
     paths = []
-    for name, overlay in build_overlays(nodes, scale, unit).items():
+    for name, overlay in overlays.items():
         if not all(_finite(r["value"]) for r in overlay.results.values()):
             raise ValueError(f"{name}: non-finite value in an overlay")  # a bug, never user input
         write_text_atomic(run_dir / name, encode_overlay(overlay))

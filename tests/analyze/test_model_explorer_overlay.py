@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from stages.analyze.config import AnalyzeConfig
 from stages.analyze.model_explorer_overlay import (
     ADAPTER_GRAPH_ID,
     EXACT_SNR_DB,
@@ -18,6 +20,7 @@ from stages.analyze.model_explorer_overlay import (
     latency_overlay,
 )
 from stages.analyze.node_facts import NodeFacts, Placement
+from stages.analyze.stage import run_analyze
 from stages.export.exported_program_io import load_exported_program
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from tests.helpers.analyze_runs import RunTiny, read_summary
@@ -142,3 +145,29 @@ def test_without_the_extra_the_same_json_is_written(monkeypatch: pytest.MonkeyPa
     assert without == with_builder
     assert json.loads(without)["graph"]["results"] == {"conv2d": {"value": 0.25}}
     assert math.isclose(json.loads(without)["graph"]["gradient"][-1]["stop"], 1)
+
+
+def test_analyze_only_run_writes_the_same_overlays(fault_run: Path, tmp_path: Path) -> None:
+    """A bring-your-own analysis (files from elsewhere, no exported.pt2) gets the same overlays."""
+    elsewhere = tmp_path / "device"
+    elsewhere.mkdir()
+    for name in ("etdump.etdp", "debug.bin", "etrecord.zip"):
+        shutil.copy(fault_run / name, elsewhere / name)
+    out = tmp_path / "analysis"
+    out.mkdir()
+    artifacts = run_analyze(
+        AnalyzeConfig(),
+        elsewhere / "etdump.etdp",
+        elsewhere / "debug.bin",
+        elsewhere / "etrecord.zip",
+        out,
+    )
+    assert sorted(p.name for p in artifacts.overlays) == sorted(OverlayFile)
+    for name in (OverlayFile.PLACEMENT, OverlayFile.DIVERGENCE):
+        assert _overlay(out, name) == _overlay(fault_run, name)
+    assert set(_overlay(out, OverlayFile.LATENCY)["results"]) == set(
+        _overlay(fault_run, OverlayFile.LATENCY)["results"]
+    )
+    without_etrecord = run_analyze(AnalyzeConfig(), elsewhere / "etdump.etdp", None, None, out)
+    assert without_etrecord.overlays == ()  # no node names to key by: events and timings only
+    assert not list(out.glob("explorer_*.json"))  # the earlier analysis's overlays are gone

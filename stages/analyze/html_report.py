@@ -124,6 +124,7 @@ def render_report(
     events: list[dict[str, Any]],
     gaps: list[dict[str, Any]],
     plots: list[Path],
+    graph_view: str = "",
 ) -> str:
     parts = _head(summary)
     first = summary.get("first_divergence")
@@ -134,6 +135,7 @@ def render_report(
         parts.append(
             f"<h2>{html.escape(plot.stem.replace('_', ' '))}</h2>{_image(plot, plot.stem)}"
         )
+    parts.append(graph_view)  # graph_view.render_graph_view: partitions and ops in graph order
     unit = html.escape(str(summary.get("time_unit", "")))
     parts.append(f"<h2>Slowest ops (p50 in {unit})</h2>")
     parts.append(

@@ -15,6 +15,7 @@ from stages.analyze.comparators import build_comparators
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.exact_compare import tie_tolerance
+from stages.analyze.graph_outputs import write_graph_outputs
 from stages.analyze.html_report import render_report, write_report
 from stages.analyze.linking import ProgramIndex, check_same_program
 from stages.analyze.loading import AnalysisInputs, load_inputs
@@ -55,6 +56,7 @@ class AnalyzeArtifacts:
     trace: Path
     report: Path
     plots: tuple[Path, ...]
+    overlays: tuple[Path, ...] = ()  # Model Explorer node-data files
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -220,6 +222,7 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = identity.record()
+    graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_gaps = {
         tuple(g["debug_handles"]): clean(
@@ -241,6 +244,7 @@ def run_analyze(
         "trace": str(trace_path),
         "report": str(report_path),
         "plots": [str(p) for p in plots],
+        "overlays": [str(p) for p in graph.overlays],
     }
     summary["seconds"] = {
         "link": link_seconds,
@@ -251,7 +255,13 @@ def run_analyze(
     _write_json(summary_path, summary)
     write_report(
         report_path,
-        render_report(summary, [clean(e) for e in events], [clean(g) for g in gaps], plots),
+        render_report(
+            summary,
+            [clean(e) for e in events],
+            [clean(g) for g in gaps],
+            plots,
+            graph.report_section,
+        ),
     )
     return AnalyzeArtifacts(
         events=events_path,
@@ -260,5 +270,6 @@ def run_analyze(
         trace=trace_path,
         report=report_path,
         plots=tuple(plots),
+        overlays=graph.overlays,
         metrics=_metrics(summary, verdict, gap_seconds),
     )

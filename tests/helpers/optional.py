@@ -28,3 +28,12 @@ def chromium_path() -> str:
         if found:
             return found
     pytest.skip("needs headless Chromium: apt-get install chromium (.ci/run installs it)")
+
+
+EXPLORER_HINT = "optional extra: pip install -e '.[explorer]'"
+
+
+def require_explorer() -> None:
+    """Skip unless Model Explorer (the `[explorer]` extra) is importable."""
+    if importlib.util.find_spec("model_explorer") is None:
+        pytest.skip(f"needs Model Explorer ({EXPLORER_HINT})")

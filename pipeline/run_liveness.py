@@ -72,8 +72,8 @@ def mark_dead_runs_killed(client: Any, experiment_ids: list[str] | None = None) 
         if not pid_text.isdigit() or process_alive(int(pid_text), tags.get(START_TAG, "")):
             continue
         reason = (
-            f"process {pid_text} on {host} ended without finishing the run "
-            "(killed hard); found by a later start"
+            f"process {pid_text} on {host} is gone but never ended the run (killed hard, or "
+            "a sweep interrupted); found by a later start"
         )
         client.set_tag(run.info.run_id, KILLED_REASON_TAG, reason)
         client.set_terminated(run.info.run_id, status="KILLED")

@@ -50,6 +50,9 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     try:
         main()
-    except KeyboardInterrupt:  # before a run started (composing the config, starting up)
-        print("error: interrupted before the run started; nothing to resume", file=sys.stderr)
+    except KeyboardInterrupt:  # outside a run: starting up, or a sweep's launcher waiting
+        print(
+            "error: interrupted; run the same command again to resume (finished stages are reused)",
+            file=sys.stderr,
+        )
         sys.exit(INTERRUPTED_EXIT_CODE)

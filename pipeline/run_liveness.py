@@ -4,13 +4,18 @@ Every tracking run is tagged with the host, pid and process start time of the pr
 logs it. A later start looks at the store's RUNNING runs from this host: a run whose process no
 longer exists (or whose pid now belongs to a younger process) can never finish, so it is marked
 KILLED with a tag saying how it was found. Runs from other hosts are left alone.
+
+The same check on demand: `python -m pipeline.run_liveness [--tracking-uri URI]` (default: the
+store `python -m pipeline` would use from this directory).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +77,32 @@ def mark_dead_runs_killed(client: Any, experiment_ids: list[str] | None = None) 
         if not pid_text.isdigit() or process_alive(int(pid_text), tags.get(START_TAG, "")):
             continue
         reason = (
-            f"process {pid_text} on {host} ended without finishing the run "
-            "(killed hard); found by a later start"
+            f"process {pid_text} on {host} is gone but never ended the run (killed hard, or "
+            "a sweep interrupted); found by a later start"
         )
         client.set_tag(run.info.run_id, KILLED_REASON_TAG, reason)
         client.set_terminated(run.info.run_id, status="KILLED")
         log.warning("tracking run %s: %s; marked KILLED", run.info.run_id, reason)
         killed.append(run.info.run_id)
     return killed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.run_liveness", description=__doc__)
+    parser.add_argument("--tracking-uri", help="the MLflow store (default: as python -m pipeline)")
+    args = parser.parse_args(argv)
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.tracking import default_tracking_uri
+
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        print(f"error: {uri}: no such store file", file=sys.stderr)
+        return 1
+    killed = mark_dead_runs_killed(MlflowClient(tracking_uri=uri))
+    print(f"{len(killed)} run(s) marked KILLED in {uri}" + "".join(f"\n  {r}" for r in killed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

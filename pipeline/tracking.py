@@ -196,7 +196,10 @@ class MlflowTracker:
     ) -> None:
         from mlflow.entities import Param, RunTag
 
-        mark_dead_runs_killed(self.client)
+        try:
+            mark_dead_runs_killed(self.client)
+        except Exception as exc:  # housekeeping must never stop a run from starting
+            log.warning("could not check for runs of dead processes: %s", exc)
         all_tags = {**tags, **process_tags()}
         if self.parent_run_id:
             all_tags["mlflow.parentRunId"] = self.parent_run_id

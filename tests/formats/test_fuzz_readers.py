@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import signal
 import struct
 import time
 import zipfile
@@ -70,6 +71,7 @@ def _target(read: object) -> FuzzTarget:
 
 def test_the_harness_sees_payloads_hangs_and_crashes(tmp_path: Path) -> None:
     """Each failure kind is really detected (else a clean fuzz report would prove nothing)."""
+    outer_alarm = signal.getitimer(signal.ITIMER_REAL)[0]  # pytest-timeout's, when it uses one
     path = tmp_path / "case.bin"
     path.write_bytes(pickle.dumps(OrderedDict(a=1)))
     unpickled = run_case(_target(lambda p: pickle.loads(p.read_bytes())), path, 2.0)
@@ -80,6 +82,8 @@ def test_the_harness_sees_payloads_hangs_and_crashes(tmp_path: Path) -> None:
     assert crashed[0] == "crash" and "IndexError" in crashed[1]
     refused = run_case(_target(lambda p: int("x")), path, 2.0)
     assert refused[0] == "refused"
+    if outer_alarm > 0:  # the per-test timeout is still armed after the harness used the alarm
+        assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] < outer_alarm
 
 
 # Regressions: inputs like the ones the fuzzer found crashing a reader, each now refused.

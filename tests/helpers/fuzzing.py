@@ -194,7 +194,8 @@ def run_case(target: FuzzTarget, path: Path, bound_s: float) -> tuple[str, str, 
     _Watch.install()
     _Watch.seen.clear()
     previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, bound_s)
+    # pytest-timeout may have its own alarm pending: it is put back, minus the time spent here.
+    pending, _ = signal.setitimer(signal.ITIMER_REAL, bound_s)
     _Watch.active = True
     started = time.perf_counter()
     outcome, detail = "parsed", ""
@@ -210,6 +211,9 @@ def run_case(target: FuzzTarget, path: Path, bound_s: float) -> tuple[str, str, 
         _Watch.active = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if pending > 0:
+            left = pending - (time.perf_counter() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
     seconds = time.perf_counter() - started
     if _Watch.seen:
         outcome, detail = "payload", "; ".join(_Watch.seen[:3])

@@ -1,17 +1,16 @@
 """Measure what refusing hostile files costs, in a fresh process: `python -m ... spec.json`.
 
 The spec names warm-up loads (clean files, so lazy imports and caches are paid before measuring)
-and hostile cases (loader, file, the error it must raise). With `"baseline": true` only the
-warm-ups run; the caller compares both processes' peak RSS, so the difference is what the
-hostile files cost. Prints one JSON document: per case the elapsed seconds, the error raised and
-the peak RSS so far; and the process's final peak RSS (bytes).
+and hostile cases (loader, file, the error it must raise). Prints one JSON document: per case the
+elapsed seconds, the error raised and the peak RSS so far; the resident set just before the
+first case and the peak since then (bytes): Linux's peak (VmHWM) is reset after the warm-ups, so
+their own peak does not hide or inflate what the cases took.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -27,9 +26,26 @@ def _resolve(dotted: str) -> Any:
     return found
 
 
+def _status_bytes(field: str) -> int:
+    """A `kB` field of /proc/self/status in bytes (VmRSS now, VmHWM the peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
 def peak_rss_bytes() -> int:
-    """This process's peak resident set size (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """Peak resident set size since the process started or since `reset_peak_rss`."""
+    return _status_bytes("VmHWM")
+
+
+def current_rss_bytes() -> int:
+    return _status_bytes("VmRSS")
+
+
+def reset_peak_rss() -> None:
+    """Linux >= 4.0: writing 5 to clear_refs resets VmHWM to the current resident set."""
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def inflate_largest_member(path: Path, limit: int = 300 << 20) -> None:
@@ -67,8 +83,10 @@ def main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     for warm in spec["warmups"]:
         _resolve(warm["loader"])(Path(warm["path"]))
-    results = [] if spec.get("baseline") else [_case(c) for c in spec["cases"]]
-    print(json.dumps({"cases": results, "peak_rss": peak_rss_bytes()}))
+    reset_peak_rss()
+    before = current_rss_bytes()
+    results = [_case(c) for c in spec["cases"]]
+    print(json.dumps({"cases": results, "rss_before_cases": before, "peak_rss": peak_rss_bytes()}))
 
 
 if __name__ == "__main__":

@@ -46,10 +46,16 @@ def deflated_zeros(mib: int = BOMB_MIB) -> tuple[bytes, int]:
 
 
 def bomb_member(name: str, declared_size: int | None = None) -> RawMember:
-    """A deflated 1.5 GiB-of-zeros member; `declared_size` lies about its inflated size."""
+    """A deflated 1.5 GiB-of-zeros member; `declared_size` lies about its inflated size.
+
+    A lying member's CRC is that of its declared prefix, so a reader that stops at the declared
+    size sees a consistent member (the liar's best case).
+    """
     stream, crc = deflated_zeros()
-    size = BOMB_MIB * _MIB if declared_size is None else declared_size
-    return RawMember(name, zipfile.ZIP_DEFLATED, stream, crc, size)
+    if declared_size is None:
+        return RawMember(name, zipfile.ZIP_DEFLATED, stream, crc, BOMB_MIB * _MIB)
+    prefix_crc = zlib.crc32(bytes(declared_size))
+    return RawMember(name, zipfile.ZIP_DEFLATED, stream, prefix_crc, declared_size)
 
 
 @functools.lru_cache(maxsize=1)

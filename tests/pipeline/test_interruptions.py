@@ -13,11 +13,21 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.run_liveness import HOST_TAG, KILLED_REASON_TAG, PID_TAG
+from pipeline.run_liveness import (
+    HOST_TAG,
+    KILLED_REASON_TAG,
+    PID_TAG,
+    START_TAG,
+    process_tags,
+)
+from pipeline.run_liveness import main as run_liveness_main
+from pipeline.tracking import ensure_experiment
 from tests.helpers.cli_runner import REPO
 
+_OUT = {"capture_output": True, "text": True, "check": True}
 _STORE_CREATION = " INFO mlflow.store.db.utils: "
 SLOW_MODEL = """
 import time
@@ -118,3 +128,33 @@ def test_a_run_killed_hard_is_marked_killed_by_the_next_start(tmp_path: Path) ->
     finally:
         second.kill()
         second.communicate(timeout=60)
+
+
+def test_the_cleanup_command_marks_only_dead_processes_runs_killed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = ensure_experiment(uri, "liveness")
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **_OUT)
+    dead_pid = finished.stdout.strip()
+    me = process_tags()
+    runs = {
+        "dead process": {**me, PID_TAG: dead_pid, START_TAG: ""},
+        "pid reused by a younger process": {**me, START_TAG: "1"},
+        "alive (this process)": me,
+        "another host": {**me, HOST_TAG: "elsewhere", PID_TAG: dead_pid},
+    }
+    ids = {
+        name: client.create_run(experiment, tags=tags).info.run_id for name, tags in runs.items()
+    }
+
+    assert run_liveness_main(["--tracking-uri", uri]) == 0
+    assert "2 run(s) marked KILLED" in capsys.readouterr().out
+    status = {name: client.get_run(run_id).info.status for name, run_id in ids.items()}
+    assert status == {
+        "dead process": "KILLED",
+        "pid reused by a younger process": "KILLED",
+        "alive (this process)": "RUNNING",
+        "another host": "RUNNING",
+    }

@@ -33,7 +33,7 @@ RUN_COLUMNS = (
 )
 
 
-LOWER_IS_BETTER = {"mse", "l1", "max_abs"}
+LOWER_IS_BETTER = {"mse", "mean_abs", "l1", "max_abs"}
 TABLE_HIDDEN = {
     "latency_p90_ms",
     "delegated_time_share",

@@ -15,7 +15,7 @@ class AnalyzeConfig:
     debug_buffer: str | None = None
     time_unit: str = "ms"
     comparators: list[str] = field(
-        default_factory=lambda: ["mse", "l1", "snr", "cosine", "max_abs"]
+        default_factory=lambda: ["mse", "mean_abs", "snr", "cosine", "max_abs"]
     )
     custom_comparator: dict[str, Any] | None = None
     delegate_metadata_parser: dict[str, Any] | None = None

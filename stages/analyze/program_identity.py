@@ -24,6 +24,7 @@ from stages.analyze.linking import (
     dump_stamp,
     identifier_of,
     link_event,
+    logged_outputs,
 )
 from stages.formats.debug_handles import DebugHandle, get_debug_handle
 from stages.formats.etdump import DebugBuffer, ETDumpData, TensorRecord, ValueType
@@ -76,6 +77,22 @@ def _debug_tensors(dump: ETDumpData) -> Iterator[tuple[DebugEvent, list[TensorRe
                 yield de, [value.tensor]
             elif value.val == ValueType.TENSOR_LIST and value.tensor_list is not None:
                 yield de, list(value.tensor_list)
+
+
+def _output_tensors(
+    dump: ETDumpData, index: ProgramIndex
+) -> Iterator[tuple[DebugEvent, list[TensorRecord]]]:
+    """Logged instruction outputs only (not a delegate call's logged inputs)."""
+    for block in dump.run_data:
+        for _, de, values in logged_outputs(block.events, index):
+            records: list[TensorRecord] = []
+            for value in values:
+                if value.val == ValueType.TENSOR and value.tensor is not None:
+                    records.append(value.tensor)
+                elif value.val == ValueType.TENSOR_LIST and value.tensor_list is not None:
+                    records.extend(value.tensor_list)
+            if records:
+                yield de, records
 
 
 def _check_buffer(
@@ -186,7 +203,7 @@ def check_logged_outputs(
     """Shapes and dtypes of logged outputs against the reference program's (val metadata)."""
     anchors = _anchors(program)
     checked: dict[tuple[int, object], str | None] = {}
-    for de, records in _debug_tensors(dump):
+    for de, records in _output_tensors(dump, index):
         ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
         key = (de.instruction_id, ident)
         link = link_event(index, de.name, de.instruction_id, ident) if key not in checked else None

@@ -153,9 +153,10 @@ def logged_outputs(
 ) -> list[tuple[int, DebugEvent, list[ValueRecord]]]:
     """(position, event, output values) per logged instruction output in one event block.
 
-    Program outputs are left out. Where the ETRecord says how many of an instruction's values
-    are outputs (ExecuTorch logs a delegate call's inputs, then its outputs, back to back), only
-    that many trailing values of each consecutive run are kept, together.
+    A consecutive run of debug events of one instruction (and identifier) is one execution of
+    it: ExecuTorch logs each output of a multi-output op as its own event, and a delegate
+    call's inputs before its outputs. Where the ETRecord says how many values are outputs, only
+    that many trailing values are kept. Program outputs are left out.
     """
     found: list[tuple[int, DebugEvent, list[ValueRecord]]] = []
     run: list[tuple[int, DebugEvent]] = []
@@ -163,14 +164,11 @@ def logged_outputs(
     def flush() -> None:
         if not run:
             return
-        wanted = index.instruction_outputs.get(run[0][1].instruction_id)
-        if wanted is None:
-            found.extend((i, de, [de.debug_entry]) for i, de in run if de.debug_entry)
-        else:
-            kept = run[-wanted:] if wanted > 0 else []
-            values = [de.debug_entry for _, de in kept if de.debug_entry is not None]
-            if kept and values:
-                found.append((kept[-1][0], kept[-1][1], values))
+        wanted = index.instruction_outputs.get(run[0][1].instruction_id, len(run))
+        kept = run[-wanted:] if wanted > 0 else []
+        values = [de.debug_entry for _, de in kept if de.debug_entry is not None]
+        if kept and values:
+            found.append((kept[-1][0], kept[-1][1], values))
         run.clear()
 
     for position, event in enumerate(events):

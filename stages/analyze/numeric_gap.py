@@ -169,6 +169,10 @@ def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], 
     refs = list(reference) if isinstance(reference, list | tuple) else [reference]
     if len(rts) == len(refs):
         pairs = list(zip(range(len(rts)), rts, refs, strict=True))
+    elif len(refs) == 1 and isinstance(refs[0], torch.Tensor):  # e.g. native_layer_norm's 3
+        shape = tuple(refs[0].shape)
+        same = [t for t in rts if isinstance(t, torch.Tensor) and tuple(t.shape) == shape]
+        pairs = [(0, (same or rts)[-1], refs[0])]
     elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
         match = [
             i

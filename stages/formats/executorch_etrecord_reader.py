@@ -41,12 +41,6 @@ def read_executorch_etrecord(data: bytes, what: str) -> ETRecord:
         raise ETRecordError(f"{what}: ExecuTorch could not parse its ETRecord ({exc})") from exc
     program, graph_name = _reference_program(parsed, what)
     samples = _samples(parsed._representative_inputs)
-    if not samples:
-        raise ETRecordError(
-            f"{what} has no representative inputs, so no numeric gap can be computed; generate "
-            "it with to_edge_transform_and_lower(..., generate_etrecord=True) (it records the "
-            "exported program's example inputs)"
-        )
     return _view(parsed, program, graph_name, samples, data)
 
 
@@ -109,9 +103,9 @@ def _lowering_info(parsed: Any, graph_name: str) -> tuple[dict[str, Any], list[D
                 partition_id=partition_id,
                 backend_name=str(meta.get("name", "")),
                 debug_handle_map={
-                    _identifier(str(k)): tuple(int(h) for h in v) for k, v in identifiers.items()
+                    _identifier(str(k)): tuple(_handles(v)) for k, v in identifiers.items()
                 },
-                delegated_handles=tuple(int(h) for h in handle_map.get(str(instruction), ())),
+                delegated_handles=tuple(_handles(handle_map.get(str(instruction), ()))),
             )
         )
         delegate_instructions[str(instruction)] = partition_id
@@ -123,7 +117,7 @@ def _lowering_info(parsed: Any, graph_name: str) -> tuple[dict[str, Any], list[D
         "precision": "fp32",
         "ticks_per_ms": NS_PER_MS,
         "instruction_debug_handles": {
-            str(i): [int(h) for h in handles]
+            str(i): _handles(handles)
             for i, handles in handle_map.items()
             if str(i) not in delegate_instructions
         },
@@ -131,6 +125,11 @@ def _lowering_info(parsed: Any, graph_name: str) -> tuple[dict[str, Any], list[D
         "instruction_num_outputs": {str(i): int(n) for i, n in outs.items()},
     }
     return info, maps
+
+
+def _handles(value: Any) -> list[int]:
+    """ExecuTorch stores one handle as an int, several as a list."""
+    return [int(h) for h in value] if isinstance(value, list | tuple) else [int(value)]
 
 
 def _by_int(item: tuple[str, Any]) -> int:

@@ -1,6 +1,7 @@
 """Reserved artifact file names in a run directory; every stage uses these, never literals."""
 
 from enum import StrEnum
+from pathlib import Path
 
 
 class ArtifactName(StrEnum):
@@ -10,7 +11,8 @@ class ArtifactName(StrEnum):
     INPUTS = "inputs.pt"
     REFERENCE_OUTPUTS = "reference_outputs.pt"
     ETRECORD = "etrecord.zip"
-    PROGRAM = "program.pte"
+    # Our lowered program (a zip with a JSON instruction list); `.pte` is only ever ExecuTorch's.
+    PROGRAM = "lowered_program.zip"
     LOWERING_REPORT = "lowering.json"
     ETDUMP = "etdump.etdp"
     DEBUG_BUFFER = "debug.bin"
@@ -20,3 +22,18 @@ class ArtifactName(StrEnum):
     SUMMARY_JSON = "summary.json"
     TRACE_JSON = "trace.json"
     REPORT_HTML = "report.html"
+
+
+# Names earlier versions of this tool wrote, for a clear message in old run dirs.
+LEGACY_NAMES: dict[ArtifactName, str] = {ArtifactName.PROGRAM: "program.pte"}
+
+
+def legacy_hint(path: Path) -> str:
+    """' (<old> is there: ...)' when a missing artifact exists under its old name, else ''."""
+    for name, old in LEGACY_NAMES.items():
+        if path.name == name and (path.parent / old).is_file():
+            return (
+                f" ({path.parent / old} is the same artifact under the name earlier versions "
+                f"used; re-run the lower stage to write {name}, or rename the file)"
+            )
+    return ""

@@ -1,4 +1,4 @@
-"""The lower stage: exported program + backend config → program.pte, lowering.json, ETRecord.
+"""The lower stage: exported program + backend config → lowered_program.zip, lowering.json, ETRecord.
 
 It reads export's files and writes only new ones (the ETRecord included).
 """

@@ -21,7 +21,7 @@ CACHED_ARTIFACTS = [
     ("export", "exported.pt2"),
     ("export", "inputs.pt"),
     ("lower", "etrecord.zip"),
-    ("lower", "program.pte"),
+    ("lower", "lowered_program.zip"),
     ("lower", "lowering.json"),
     ("run", "etdump.etdp"),
     ("run", "debug.bin"),

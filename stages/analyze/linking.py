@@ -16,11 +16,11 @@ from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import (
     FINGERPRINT_EVENT,
-    FINGERPRINT_PREFIX,
     STAMP_EVENTS,
     DebugEvent,
     Event,
     ValueRecord,
+    read_stamp,
 )
 from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
 
@@ -222,15 +222,8 @@ def source_line(stack_trace: str) -> str:
 
 
 def dump_stamp(dump: ETDumpData, event_name: str) -> str | None:
-    """The sha256 a stamp event of our run stage carries, or None (e.g. ExecuTorch's ETDumps)."""
-    for block in dump.run_data:
-        for event in block.events:
-            pe = event.profile_event
-            if pe is not None and pe.name == event_name:
-                meta = pe.delegate_debug_metadata
-                if meta.startswith(FINGERPRINT_PREFIX):
-                    return meta[len(FINGERPRINT_PREFIX) :].decode(errors="replace")
-    return None
+    """The sha256 a stamp of our run stage carries, or None (e.g. ExecuTorch's ETDumps)."""
+    return read_stamp(dump, event_name)
 
 
 def dump_fingerprint(dump: ETDumpData) -> str | None:

@@ -203,12 +203,20 @@ def check_logged_outputs(
     """Shapes and dtypes of logged outputs against the reference program's (val metadata)."""
     anchors = _anchors(program)
     checked: dict[tuple[int, object], str | None] = {}
+    logged = []
+    last: dict[tuple[int, ...], int] = {}  # a handle's last instruction computes its output
     for de, records in _output_tensors(dump, index):
         ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
-        key = (de.instruction_id, ident)
-        link = link_event(index, de.name, de.instruction_id, ident) if key not in checked else None
+        link = link_event(index, de.name, de.instruction_id, ident)
         if link is None or not link.debug_handles:
             continue
+        logged.append((de, records, ident, link))
+        if ident is None:
+            last[link.debug_handles] = max(last.get(link.debug_handles, -1), de.instruction_id)
+    for de, records, ident, link in logged:
+        key = (de.instruction_id, ident)
+        if key in checked or (ident is None and de.instruction_id < last[link.debug_handles]):
+            continue  # e.g. the weight transpose ExecuTorch's portable linear runs first
         placed = [anchors[h] for h in link.debug_handles if h in anchors]
         if not placed:
             continue  # e.g. ops inside torch.cond branches: no top-level reference node

@@ -13,6 +13,8 @@ class ArtifactName(StrEnum):
     ETRECORD = "etrecord.zip"
     # Our lowered program (a zip with a JSON instruction list); `.pte` is only ever ExecuTorch's.
     PROGRAM = "lowered_program.zip"
+    # ExecuTorch's own flatbuffer program, written by the executorch_* backends.
+    EXECUTORCH_PROGRAM = "program.pte"
     LOWERING_REPORT = "lowering.json"
     ETDUMP = "etdump.etdp"
     DEBUG_BUFFER = "debug.bin"
@@ -31,9 +33,10 @@ LEGACY_NAMES: dict[ArtifactName, str] = {ArtifactName.PROGRAM: "program.pte"}
 def legacy_hint(path: Path) -> str:
     """' (<old> is there: ...)' when a missing artifact exists under its old name, else ''."""
     for name, old in LEGACY_NAMES.items():
-        if path.name == name and (path.parent / old).is_file():
+        legacy = path.parent / old
+        if path.name == name and legacy.is_file() and legacy.read_bytes()[:2] == b"PK":
             return (
-                f" ({path.parent / old} is the same artifact under the name earlier versions "
+                f" ({legacy} is the same artifact under the name earlier versions "
                 f"used; re-run the lower stage to write {name}, or rename the file)"
             )
     return ""

@@ -26,6 +26,7 @@ from stages.formats.etdump.records import (
     stamp_block,
 )
 from stages.formats.etdump.writer import write_etdump
+from stages.progress_display import ProgressDisplay
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"
@@ -86,8 +87,12 @@ def run_program(
     """Timed iterations, then (if `capture`) one capture run per sample with a debug buffer."""
     timed = _load(program, where)
     outputs: list[tuple[torch.Tensor, ...]] = []
-    for index in range(warmup + iterations):
+    for index in range(warmup):
         timed.run_method(METHOD, tuple(samples[index % len(samples)]))
+    with ProgressDisplay("run", iterations) as progress:
+        for index in range(warmup, warmup + iterations):
+            timed.run_method(METHOD, tuple(samples[index % len(samples)]))
+            progress.advance()
     timed_dump, _ = _etdump_of(timed, debug_buffer=False)
     executions = [b for b in timed_dump.run_data if b.name == TIMED_BLOCK]
     blocks = [b for b in timed_dump.run_data if b.name == LOAD_BLOCK]

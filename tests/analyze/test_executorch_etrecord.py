@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import sqlite3
 import sys
@@ -156,3 +157,27 @@ def test_without_the_extra_the_error_names_it(
         ETRecordError, match=r"ExecuTorch's ETRecord.*pip install -e '\.\[executorch\]'"
     ):
         ETRecord.load(et_files.etrecord)
+
+
+def test_etrecord_without_representative_inputs_is_named(
+    et_files: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from stages.analyze.config import AnalyzeConfig
+    from stages.analyze.stage import run_analyze
+
+    with caplog.at_level(logging.WARNING, logger="stages.analyze"):
+        run_analyze(
+            AnalyzeConfig(),
+            et_files.etdump,
+            et_files.debug_buffer,
+            et_files.etrecord_without_inputs,
+            tmp_path,
+        )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["verdict"] == "not_evaluated"
+    (item,) = summary["not_evaluated"]
+    assert item["option"] == "analyze.etrecord" and "representative inputs" in item["why"]
+    assert any("analyze.etrecord not used" in r.getMessage() for r in caplog.records)
+    # events still link through it
+    with (tmp_path / "events.csv").open() as fh:
+        assert any(json.loads(r["op_names"]) for r in csv.DictReader(fh))

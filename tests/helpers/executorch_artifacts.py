@@ -22,6 +22,7 @@ class ExecuTorchFiles:
     program: Path
     etdump: Path
     debug_buffer: Path
+    etrecord_without_inputs: Path
 
 
 class MixedModel(torch.nn.Module):
@@ -46,7 +47,11 @@ def write_executorch_files(out: Path, iterations: int = 3) -> ExecuTorchFiles:
     from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
 
     files = ExecuTorchFiles(
-        out / "etrecord.bin", out / "model.pte", out / "etdump.etdp", out / "debug_buffer.bin"
+        out / "etrecord.bin",
+        out / "model.pte",
+        out / "etdump.etdp",
+        out / "debug_buffer.bin",
+        out / "etrecord_without_inputs.bin",
     )
     out.mkdir(parents=True, exist_ok=True)
     with (out / ".lock").open("a") as lock:  # xdist workers sharing a directory: one writes
@@ -61,6 +66,7 @@ def write_executorch_files(out: Path, iterations: int = 3) -> ExecuTorchFiles:
         )
         program = edge.to_executorch()
         etrecord = program.get_etrecord()
+        etrecord.save(str(files.etrecord_without_inputs))  # as generate_etrecord leaves it
         etrecord.update_representative_inputs([(x,)])
         etrecord.save(str(files.etrecord))
         files.program.write_bytes(program.buffer)

@@ -204,23 +204,23 @@ def check_logged_outputs(
     anchors = _anchors(program)
     checked: dict[tuple[int, object], str | None] = {}
     logged = []
-    last: dict[tuple[int, ...], int] = {}  # a handle's last instruction computes its output
+    last: dict[DebugHandle, int] = {}  # a handle's last instruction computes its output
     for de, records in _output_tensors(dump, index):
         ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
         link = link_event(index, de.name, de.instruction_id, ident)
         if link is None or not link.debug_handles:
             continue
         logged.append((de, records, ident, link))
-        if ident is None:
-            last[link.debug_handles] = max(last.get(link.debug_handles, -1), de.instruction_id)
+        for h in link.debug_handles if ident is None else ():
+            last[h] = max(last.get(h, -1), de.instruction_id)
     for de, records, ident, link in logged:
         key = (de.instruction_id, ident)
-        if key in checked or (ident is None and de.instruction_id < last[link.debug_handles]):
-            continue  # e.g. the weight transpose ExecuTorch's portable linear runs first
-        placed = [anchors[h] for h in link.debug_handles if h in anchors]
-        if not placed:
-            continue  # e.g. ops inside torch.cond branches: no top-level reference node
-        node = max(placed, key=lambda pair: pair[0])[1]
+        placed = [(*anchors[h], h) for h in link.debug_handles if h in anchors]
+        if key in checked or not placed:
+            continue  # not placed: e.g. ops inside torch.cond branches, no top-level node
+        _, node, handle = max(placed, key=lambda item: item[0])
+        if ident is None and de.instruction_id < last[handle]:
+            continue  # an earlier step of a split op (ExecuTorch's linear: transpose, addmm)
         reference = node.meta.get("val")
         refs = list(reference) if isinstance(reference, list | tuple) else [reference]
         if len(records) == len(refs):

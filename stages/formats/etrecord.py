@@ -104,6 +104,11 @@ class ETRecord:
 
     def save(self, path: Path) -> None:
         """Write atomically (temp file + rename)."""
+        if self.loaded_program is not None:
+            raise ETRecordError(
+                f"{path}: this ETRecord was read from ExecuTorch's format and cannot be saved in "
+                "this tool's; keep the original file"
+            )
         path = Path(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:

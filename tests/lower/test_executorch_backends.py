@@ -61,18 +61,12 @@ def test_executorch_lowers_runs_and_is_analysed(
         assert summary["partitions"] >= 1 and summary["delegated_op_ratio"] > 0.5
     else:
         assert summary["partitions"] == 0
-    # The same stage cache: a second run reuses every stage.
-    again = run_pipeline(
-        _cfg(
-            tiny_cfg,
-            tmp_path / "again",
-            f"backend={backend}",
-            "runtime.iterations=3",
-            f"cache_dir={tmp_path / 'cache'}",
-        ),
-        print_summary=False,
-    )
-    assert [s.status for s in again.stages] == ["reused"] * 4
+    if backend == "executorch_xnnpack":  # the same stage cache: a second run reuses all
+        again_cfg = _cfg(tiny_cfg, tmp_path / "again", f"backend={backend}", "runtime.iterations=3")
+        with open_dict(again_cfg):
+            again_cfg.cache_dir = str(tmp_path / "cache")
+        again = run_pipeline(again_cfg, print_summary=False)
+        assert [s.status for s in again.stages] == ["reused"] * 4
 
 
 def test_options_executorch_cannot_honour_are_refused(

@@ -30,6 +30,7 @@ from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
 from pipeline.tracker_factory import make_tracker
 from pipeline.tracking import Tracker, git_commit
+from stages.formats.artifacts import legacy_hint
 
 log = logging.getLogger("pipeline")
 
@@ -58,7 +59,8 @@ def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:
     missing = [p for p in inputs if not p.is_file()]
     if missing:
         raise StageSelectionError(
-            f"stage '{name}' needs {', '.join(str(p) for p in missing)}, which stage "
+            f"stage '{name}' needs {', '.join(str(p) + legacy_hint(p) for p in missing)}, "
+            f"which stage "
             f"'{spec.produced_by}' writes. Run the earlier stages in this run dir first "
             f"(e.g. stages=[{','.join(STAGE_ORDER[: STAGE_ORDER.index(name) + 1])}] "
             f"hydra.run.dir={run_dir}) or point the stage at existing files."

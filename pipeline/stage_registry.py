@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from stages.formats.artifacts import ArtifactName
+from stages.formats.executorch_program import is_executorch_backend
 
 
 def _to_object(node: Any) -> Any:
@@ -80,8 +81,14 @@ def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
     )
 
 
+def _program(cfg: DictConfig, run_dir: Path) -> Path:
+    """The lower stage's program: ExecuTorch's .pte for executorch_* backends, else ours."""
+    executorch = is_executorch_backend(str(cfg.backend.name))
+    return run_dir / (ArtifactName.EXECUTORCH_PROGRAM if executorch else ArtifactName.PROGRAM)
+
+
 def _run_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
-    return [run_dir / ArtifactName.PROGRAM, run_dir / ArtifactName.INPUTS]
+    return [_program(cfg, run_dir), run_dir / ArtifactName.INPUTS]
 
 
 def _call_run(cfg: DictConfig, run_dir: Path) -> Any:
@@ -89,7 +96,7 @@ def _call_run(cfg: DictConfig, run_dir: Path) -> Any:
 
     return run_run(
         _to_object(cfg.runtime),
-        run_dir / ArtifactName.PROGRAM,
+        _program(cfg, run_dir),
         run_dir / ArtifactName.INPUTS,
         run_dir,
     )

@@ -53,15 +53,27 @@ class MSE:
 
 
 @dataclass(frozen=True)
+class MeanAbs:
+    """Mean absolute error (size-independent; what this tool called `l1` before)."""
+
+    name: str = "mean_abs"
+    higher_is_better: bool = False
+
+    def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
+        a, b = _pair(runtime, reference)
+        return float(_diff(a, b).abs().mean()) if a.numel() else 0.0
+
+
+@dataclass(frozen=True)
 class L1:
-    """Mean absolute error."""
+    """Sum of absolute differences, as ExecuTorch's L1 comparator (grows with tensor size)."""
 
     name: str = "l1"
     higher_is_better: bool = False
 
     def compare(self, runtime: torch.Tensor, reference: torch.Tensor) -> float:
         a, b = _pair(runtime, reference)
-        return float(_diff(a, b).abs().mean()) if a.numel() else 0.0
+        return float(_diff(a, b).abs().sum())
 
 
 @dataclass(frozen=True)
@@ -117,7 +129,9 @@ class MaxAbs:
         return float(_diff(a, b).abs().max()) if a.numel() else 0.0
 
 
-BUILTIN: dict[str, Comparator] = {c.name: c for c in (MSE(), L1(), SNR(), Cosine(), MaxAbs())}
+BUILTIN: dict[str, Comparator] = {
+    c.name: c for c in (MSE(), MeanAbs(), L1(), SNR(), Cosine(), MaxAbs())
+}
 
 
 def _custom(spec: dict[str, Any]) -> Comparator:

@@ -26,6 +26,7 @@ class ComparatorName(StrEnum):
     """The built-in comparators (`analyze.comparators` entries); a custom one comes by `_target_`."""
 
     mse = "mse"
+    mean_abs = "mean_abs"
     l1 = "l1"
     snr = "snr"
     cosine = "cosine"
@@ -40,7 +41,10 @@ class AnalyzeConfig:
     etrecord: str | None = None
     debug_buffer: str | None = None
     time_unit: TimeUnit = TimeUnit.ms
-    comparators: list[ComparatorName] = field(default_factory=lambda: list(ComparatorName))
+    # l1 is a sum (as ExecuTorch's); mean_abs is its mean. The default leaves the sum out.
+    comparators: list[ComparatorName] = field(
+        default_factory=lambda: [c for c in ComparatorName if c is not ComparatorName.l1]
+    )
     custom_comparator: dict[str, Any] | None = None
     delegate_metadata_parser: dict[str, Any] | None = None
     # A comparator's name: a built-in listed in `comparators`, or the custom comparator's name

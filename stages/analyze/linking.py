@@ -8,20 +8,25 @@ resolve delegate identifiers. Anything that does not resolve is a mismatch, neve
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import (
     FINGERPRINT_EVENT,
-    FINGERPRINT_PREFIX,
     STAMP_EVENTS,
+    DebugEvent,
+    Event,
+    ValueRecord,
+    read_stamp,
 )
 from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
 
 NS_PER_MS = 1e6
+# ExecuTorch's runtime events around a whole method: they stand for no operator.
+FRAMEWORK_EVENTS = frozenset({"Method::init", "Program::load_method", "Method::execute"})
 
 MetadataParser = Callable[[bytes], dict[str, Any]]
 
@@ -35,13 +40,16 @@ class ProgramIndex:
     """What the ETRecord says about the lowered program, indexed for lookups."""
 
     handles: dict[DebugHandle, HandleInfo]
-    instruction_handles: dict[int, DebugHandle]
+    instruction_handles: dict[int, tuple[DebugHandle, ...]]
     delegate_instructions: dict[int, DelegateMapRecord]
     maps: tuple[DelegateMapRecord, ...]
     backend: str
     precision: str
     delegate_ticks_per_ms: float
     lowered_fingerprint: str | None
+    # How many of an instruction's logged values are its outputs (ExecuTorch logs a delegate
+    # call's inputs too); absent: every logged value is an output.
+    instruction_outputs: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> ProgramIndex:
@@ -59,7 +67,8 @@ class ProgramIndex:
         return cls(
             handles=record.handles,
             instruction_handles={
-                int(i): int(h) for i, h in dict(info.get("instruction_debug_handles", {})).items()
+                int(i): _handle_tuple(h)
+                for i, h in dict(info.get("instruction_debug_handles", {})).items()
             },
             delegate_instructions=delegate_instructions,
             maps=tuple(record.delegate_maps),
@@ -67,11 +76,19 @@ class ProgramIndex:
             precision=str(info.get("precision", "fp32")),
             delegate_ticks_per_ms=float(info.get("ticks_per_ms", NS_PER_MS)),
             lowered_fingerprint=info.get("lowered_program_fingerprint"),
+            instruction_outputs={
+                int(i): int(n) for i, n in dict(info.get("instruction_num_outputs", {})).items()
+            },
         )
 
     @property
     def linked(self) -> bool:
         return bool(self.handles)
+
+
+def _handle_tuple(value: Any) -> tuple[DebugHandle, ...]:
+    """Our lowering info maps an instruction to one handle, ExecuTorch's to a list."""
+    return tuple(int(h) for h in value) if isinstance(value, list | tuple) else (int(value),)
 
 
 @dataclass(frozen=True)
@@ -96,6 +113,8 @@ def link_event(
     index: ProgramIndex, name: str, instruction_id: int, identifier: DelegateIdentifier | None
 ) -> Link | None:
     """The link for one event; None when the index knows the program but not this event."""
+    if name in FRAMEWORK_EVENTS:
+        return Link()
     if identifier is not None:
         record = index.delegate_instructions.get(instruction_id)
         candidates = [record] if record is not None else list(index.maps)
@@ -108,6 +127,10 @@ def link_event(
                     identifier,
                     m.partition_id,
                 )
+        if record is not None and not record.debug_handle_map:
+            # The backend emitted no identifier map (ExecuTorch 1.5.1's XNNPACK): the event
+            # belongs to its delegate call, but to none of the call's ops in particular.
+            return Link((), True, record.backend_name, identifier, record.partition_id)
         return (
             None
             if index.linked
@@ -115,11 +138,54 @@ def link_event(
         )
     if instruction_id in index.delegate_instructions:
         m = index.delegate_instructions[instruction_id]
-        return Link(delegate_backend_name=m.backend_name, partition_id=m.partition_id)
+        # Without an identifier map no inner event names ops: the call itself stands for its
+        # partition's ops (as in ExecuTorch's Inspector); with one, the inner events do.
+        partition = () if m.debug_handle_map else m.delegated_handles
+        return Link(partition, delegate_backend_name=m.backend_name, partition_id=m.partition_id)
     if instruction_id < 0 or not index.linked:
         return Link()
-    handle = index.instruction_handles.get(instruction_id)
-    return Link((handle,)) if handle is not None else None
+    handles = index.instruction_handles.get(instruction_id)
+    return Link(handles) if handles is not None else None
+
+
+def logged_outputs(
+    events: Sequence[Event], index: ProgramIndex
+) -> list[tuple[int, DebugEvent, list[ValueRecord]]]:
+    """(position, event, output values) per logged instruction output in one event block.
+
+    A consecutive run of debug events of one instruction (and identifier) is one execution of
+    it: ExecuTorch logs each output of a multi-output op as its own event, and a delegate
+    call's inputs before its outputs. Where the ETRecord says how many values are outputs, only
+    that many trailing values are kept. Program outputs are left out.
+    """
+    found: list[tuple[int, DebugEvent, list[ValueRecord]]] = []
+    run: list[tuple[int, DebugEvent]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        wanted = index.instruction_outputs.get(run[0][1].instruction_id, len(run))
+        kept = run[-wanted:] if wanted > 0 else []
+        values = [de.debug_entry for _, de in kept if de.debug_entry is not None]
+        if kept and values:
+            found.append((kept[-1][0], kept[-1][1], values))
+        run.clear()
+
+    for position, event in enumerate(events):
+        de = event.debug_event
+        if de is None:
+            continue  # profile events between a run's debug events do not end the run
+        if de.instruction_id < 0 or (de.debug_entry is not None and de.debug_entry.output):
+            continue
+        if run and _debug_key(run[-1][1]) != _debug_key(de):
+            flush()
+        run.append((position, de))
+    flush()
+    return found
+
+
+def _debug_key(de: DebugEvent) -> tuple[int, DelegateIdentifier | None]:
+    return de.instruction_id, identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
 
 
 def ops_of(index: ProgramIndex, handles: Iterable[DebugHandle]) -> dict[str, list[str]]:
@@ -156,15 +222,8 @@ def source_line(stack_trace: str) -> str:
 
 
 def dump_stamp(dump: ETDumpData, event_name: str) -> str | None:
-    """The sha256 a stamp event of our run stage carries, or None (e.g. ExecuTorch's ETDumps)."""
-    for block in dump.run_data:
-        for event in block.events:
-            pe = event.profile_event
-            if pe is not None and pe.name == event_name:
-                meta = pe.delegate_debug_metadata
-                if meta.startswith(FINGERPRINT_PREFIX):
-                    return meta[len(FINGERPRINT_PREFIX) :].decode(errors="replace")
-    return None
+    """The sha256 a stamp of our run stage carries, or None (e.g. ExecuTorch's ETDumps)."""
+    return read_stamp(dump, event_name)
 
 
 def dump_fingerprint(dump: ETDumpData) -> str | None:

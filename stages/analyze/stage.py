@@ -30,6 +30,8 @@ from stages.analyze.program_identity import (
 )
 from stages.analyze.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
 from stages.analyze.trace_export import build_trace, write_trace
+from stages.analyze.unused_inputs import NotEvaluated, gap_blocker, no_outputs
+from stages.analyze.unused_inputs import report as report_unused
 from stages.analyze.verdict import (
     Verdict,
     decide,
@@ -69,20 +71,15 @@ def _numeric_gap(
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
-) -> tuple[list[GapRow], str]:
-    """Gap rows, or none and the reason they cannot be computed."""
-    record = inputs.etrecord
-    if record is None:
-        return [], "no ETRecord: events and timings only"
-    if inputs.debug_buffer is None:
-        return [], "no debug buffer: pass analyze.debug_buffer=PATH for numeric gaps"
-    outputs = runtime_outputs(
-        inputs.etdump, inputs.debug_buffer.payload, index, str(inputs.debug_buffer_path)
-    )
+) -> tuple[list[GapRow], NotEvaluated | None]:
+    """Gap rows, or none and why they cannot be computed."""
+    blocker = gap_blocker(inputs)
+    record, buffer = inputs.etrecord, inputs.debug_buffer
+    if blocker is not None or record is None or buffer is None:
+        return [], blocker
+    outputs = runtime_outputs(inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path))
     if not outputs:
-        return [], (
-            "the ETDump holds no intermediate outputs (runtime.debug_level=intermediate_outputs)"
-        )
+        return [], no_outputs(inputs)
     _, rows = compute_numeric_gap(
         outputs,
         program or record.exported_program(),
@@ -90,7 +87,7 @@ def _numeric_gap(
         comparators,
         tie_tolerance(index.precision),
     )
-    return rows, ""
+    return rows, None
 
 
 def _plots(
@@ -195,7 +192,8 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    gap_rows, reason = _numeric_gap(inputs, index, comparators, program)
+    gap_rows, not_evaluated = _numeric_gap(inputs, index, comparators, program)
+    reason = not_evaluated.why if not_evaluated is not None else ""
     verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason)
     gap_seconds = time.perf_counter() - gap_started
     metric, better = verdict.metric, verdict.higher_is_better
@@ -222,6 +220,7 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = identity.record()
+    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_gaps = {

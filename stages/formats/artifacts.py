@@ -1,6 +1,7 @@
 """Reserved artifact file names in a run directory; every stage uses these, never literals."""
 
 from enum import StrEnum
+from pathlib import Path
 
 
 class ArtifactName(StrEnum):
@@ -10,7 +11,10 @@ class ArtifactName(StrEnum):
     INPUTS = "inputs.pt"
     REFERENCE_OUTPUTS = "reference_outputs.pt"
     ETRECORD = "etrecord.zip"
-    PROGRAM = "program.pte"
+    # Our lowered program (a zip with a JSON instruction list); `.pte` is only ever ExecuTorch's.
+    PROGRAM = "lowered_program.zip"
+    # ExecuTorch's own flatbuffer program, written by the executorch_* backends.
+    EXECUTORCH_PROGRAM = "program.pte"
     LOWERING_REPORT = "lowering.json"
     ETDUMP = "etdump.etdp"
     DEBUG_BUFFER = "debug.bin"
@@ -20,3 +24,19 @@ class ArtifactName(StrEnum):
     SUMMARY_JSON = "summary.json"
     TRACE_JSON = "trace.json"
     REPORT_HTML = "report.html"
+
+
+# Names earlier versions of this tool wrote, for a clear message in old run dirs.
+LEGACY_NAMES: dict[ArtifactName, str] = {ArtifactName.PROGRAM: "program.pte"}
+
+
+def legacy_hint(path: Path) -> str:
+    """' (<old> is there: ...)' when a missing artifact exists under its old name, else ''."""
+    for name, old in LEGACY_NAMES.items():
+        legacy = path.parent / old
+        if path.name == name and legacy.is_file() and legacy.read_bytes()[:2] == b"PK":
+            return (
+                f" ({legacy} is the same artifact under the name earlier versions "
+                f"used; re-run the lower stage to write {name}, or rename the file)"
+            )
+    return ""

@@ -33,6 +33,7 @@ from stages.formats.safe_load import (
     load_tensors,
 )
 from stages.formats.samples import Samples
+from stages.formats.tensor_file import repack_stored
 
 ETRECORD_FORMAT = "delegate-debugger-etrecord"
 ETRECORD_VERSION = 1
@@ -74,6 +75,10 @@ class ETRecord:
     lowered_graph: str | None = None
     delegate_maps: list[DelegateMapRecord] = field(default_factory=list)
     lowering_info: dict[str, Any] = field(default_factory=dict)
+    # A reader that already holds the reference program (ExecuTorch's format) sets it here.
+    loaded_program: torch.export.ExportedProgram | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def program_fingerprint(self) -> str:
@@ -82,10 +87,17 @@ class ETRecord:
 
     def exported_program(self) -> torch.export.ExportedProgram:
         """The reference program with node.meta["debug_handle"] restored."""
+        if self.loaded_program is not None:
+            return self.loaded_program
         return load_exported_program(self.reference_program_bytes)
 
     def save(self, path: Path) -> None:
         """Write atomically (temp file + rename)."""
+        if self.loaded_program is not None:
+            raise ETRecordError(
+                f"{path}: this ETRecord was read from ExecuTorch's format and cannot be saved in "
+                "this tool's; keep the original file"
+            )
         path = Path(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
@@ -138,10 +150,9 @@ class ETRecord:
         names = set(archive.names())
         if VERSION_MEMBER not in names and is_executorch_etrecord(archive.names()):
             verify_executorch_etrecord(archive, str(path))
-            raise ETRecordError(
-                f"{path} is ExecuTorch's ETRecord format (it passed the safety check); this "
-                "tool reads only its own ETRecord so far: pass the etrecord.zip a run wrote"
-            )
+            from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
+
+            return read_executorch_etrecord(repack_stored(archive), str(path))
         missing = [m for m in _REQUIRED if m not in names]
         if missing:
             raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")

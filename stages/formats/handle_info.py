@@ -22,7 +22,9 @@ class HandleInfo:
 
 
 def op_type(target: object) -> str:
-    """'aten.linear.default' for an OpOverload, the function name otherwise."""
+    """'aten.linear.default' for an OpOverload (ExecuTorch's edge ops too), else the name."""
+    if type(target).__name__ == "EdgeOpOverload":
+        target = getattr(target, "_op", target)
     name = getattr(target, "__name__", None) if not hasattr(target, "_schema") else None
     return name or str(target)
 

@@ -1,4 +1,4 @@
-"""The lowered program file (`program.pte`): what the run stage executes.
+"""The lowered program file (`lowered_program.zip`; not ExecuTorch's `.pte`): what the run stage executes.
 
 A zip: `program.json` (version marker, instruction list), `constants.pt` (weights-only tensors
 used by operator calls), `delegates/<partition>.bin` (each delegate's processed bytes). Operator

@@ -1,4 +1,4 @@
-"""The lower stage: exported program + backend config → program.pte, lowering.json, ETRecord.
+"""The lower stage: exported program + backend config → lowered_program.zip, lowering.json, ETRecord.
 
 It reads export's files and writes only new ones (the ETRecord included).
 """
@@ -20,6 +20,7 @@ from stages.backends.backend_api import BackendDetails, PreprocessResult, backen
 from stages.formats.artifacts import ArtifactName
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import DelegateMapRecord
+from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import load_exported_program
 from stages.formats.fault_injection import FAULT_KINDS
 from stages.formats.graph_handles import iter_operator_nodes
@@ -34,6 +35,7 @@ from stages.formats.samples import load_samples
 from stages.formats.shared_weights import weight_file
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord
+from stages.lower.executorch_lowering import lower_with_executorch
 from stages.lower.partitioner import (
     constant_tensors,
     partition_graph,
@@ -137,6 +139,11 @@ def run_lower(
     model_name: str = "",
 ) -> LowerArtifacts:
     """Partition, preprocess each partition, write the program and the complete ETRecord."""
+    if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
+        pte, lowering_json, et_record, metrics = lower_with_executorch(
+            backend, exported_program, inputs, run_dir, model_name
+        )
+        return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics)
     load_started = time.perf_counter()
     program_bytes = exported_program.read_bytes()
     program = load_exported_program(program_bytes, str(exported_program))

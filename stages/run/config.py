@@ -48,5 +48,5 @@ class RuntimeConfig:
     profiling_level: ProfilingLevel = ProfilingLevel.all
     # Allocation events (memory per allocator). ExecuTorch 1.5.1's Inspector raises on them
     # ("Unable to find populated event") though its parser reads them: turn off for its Inspector.
-    track_allocations: bool = True
+    track_allocations: bool = False  # ExecuTorch 1.5.1's Inspector cannot open them
     filter: EventFilterConfig = field(default_factory=EventFilterConfig)

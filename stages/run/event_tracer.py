@@ -12,7 +12,6 @@ the instruction id of the DELEGATE_CALL they run in, so the analysis can find th
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from stages.formats.etdump import (
 from stages.formats.etdump.records import (
     DEBUG_BUFFER_EVENT,
     FINGERPRINT_EVENT,
-    FINGERPRINT_PREFIX,
+    stamp_block,
 )
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 
@@ -96,6 +95,7 @@ class EventTracer:
         self._program_fingerprint: str | None = None
         self._chain = 0
         self._instruction = -1
+        self._instruction_name = ""
         self._bundled_input = -1
         self._open_delegate = 0
         self.skipped_outputs: list[SkippedOutput] = []
@@ -140,6 +140,7 @@ class EventTracer:
     ) -> list[Any] | None:
         self._chain = chain_id
         self._instruction = instruction_id  # delegate and debug events below belong to it
+        self._instruction_name = name  # names its logged outputs (else Inspector shows '')
         if self.profiling_level == EventTracerProfilingLevel.NO_PROFILING:
             return None
         self._require_block()
@@ -270,7 +271,8 @@ class EventTracer:
         if isinstance(value, str):
             self._skip(debug_handle, instruction_id, value)
             return
-        self._events.append(("g", self._chain, instruction_id, value, -1, "", ""))
+        name = self._instruction_name if instruction_id == self._instruction else ""
+        self._events.append(("g", self._chain, instruction_id, value, -1, "", name))
 
     def log_intermediate_output_delegate(
         self, name: str | None, delegate_debug_id: DelegateIdentifier | None, output: Any
@@ -306,16 +308,12 @@ class EventTracer:
         )
 
     def log_program_fingerprint(self, fingerprint: str) -> None:
-        """A zero-length `Program::fingerprint` event whose metadata is the program's sha256.
+        """The program's sha256, written as a trailing `Program::fingerprint` stamp block.
 
-        Wire-compatible (a plain profile event); the analysis uses it to refuse an ETRecord of
-        another program.
+        Wire-compatible (an empty event block, see `records.stamp_block`); the analysis uses it
+        to refuse an ETRecord of another program.
         """
-        self._require_block()
         self._program_fingerprint = fingerprint
-        now = _now()
-        meta = FINGERPRINT_PREFIX + fingerprint.encode()
-        self._events.append(("p", FINGERPRINT_EVENT, -1, -1, -1, "", meta, now, now))
 
     # Memory --------------------------------------------------------------------------------
     def track_allocator(self, name: str) -> int:
@@ -346,25 +344,21 @@ class EventTracer:
         self._flush()
         for block in self._blocks:
             block.allocators = block.allocators or list(self._allocators)
-        return ETDumpData(version=0, run_data=list(self._blocks))
+        fingerprint = self._program_fingerprint
+        stamps = [stamp_block(FINGERPRINT_EVENT, fingerprint)] if fingerprint else []
+        return ETDumpData(version=0, run_data=[*self._blocks, *stamps])
 
     def write_etdump(
         self, etdump_path: Path, debug_buffer_path: Path | None = None
     ) -> tuple[int, int]:
         """Write the ETDump and the debug buffer (only the bytes used); returns their sizes.
 
-        The buffer's trailer names the program; the ETDump's first block gets a zero-length
-        `DebugBuffer::fingerprint` event with the buffer's sha256, so the analysis can pair them.
+        The buffer's trailer names the program; the ETDump ends with a `DebugBuffer::fingerprint`
+        stamp block holding the buffer's sha256, so the analysis can pair them.
         """
         dump = self.etdump()
         if debug_buffer_path is not None and dump.run_data:
-            now = _now()
-            meta = FINGERPRINT_PREFIX + self._buffer.payload_sha256().encode()
-            stamp = ProfileEvent(DEBUG_BUFFER_EVENT, -1, -1, -1, "", meta, now, now)
-            first = dump.run_data[0]
-            dump.run_data[0] = dataclasses.replace(
-                first, events=[*first.events, Event(profile_event=stamp)]
-            )
+            dump.run_data.append(stamp_block(DEBUG_BUFFER_EVENT, self._buffer.payload_sha256()))
         size = write_etdump(etdump_path, dump)
         debug = (
             self._buffer.write(debug_buffer_path, self._program_fingerprint)

@@ -15,7 +15,9 @@ from pathlib import Path
 import torch
 
 from stages.formats.artifacts import ArtifactName
+from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
+from stages.formats.executorch_program import is_executorch_program
 from stages.formats.program import load_program
 from stages.formats.samples import load_samples, save_samples
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
@@ -84,6 +86,9 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     if runtime.iterations < 1 or runtime.warmup < 0:
         raise RuntimeConfigError("runtime.iterations must be ≥ 1 and runtime.warmup ≥ 0")
     samples = load_samples(inputs)
+    with program.open("rb") as fh:
+        if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
+            return _run_executorch(runtime, debug_level, program, samples, run_dir)
     tracer = EventTracer(
         debug_level=EventTracerDebugLogLevel.NO_LOGGING,
         profiling_level=profiling,
@@ -138,6 +143,17 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         [tuple(t for t in o if isinstance(t, torch.Tensor)) for o in outputs], outputs_path
     )
 
+    metrics = _metrics(runtime, data, etdump_bytes, debug_bytes)
+    metrics["skipped_outputs"] = float(len(tracer.skipped_outputs))
+    return RunArtifacts(
+        etdump=etdump_path, debug_buffer=debug_path, outputs=outputs_path, metrics=metrics
+    )
+
+
+def _metrics(
+    runtime: RuntimeConfig, data: ETDumpData, etdump_bytes: int, debug_bytes: int
+) -> dict[str, float]:
+    """Iterations, file sizes, event count and the timed executions' latency quantiles."""
     method_ms = [
         (e.profile_event.end_time - e.profile_event.start_time) / 1e6
         for block in data.run_data
@@ -150,7 +166,6 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         "etdump_bytes": float(etdump_bytes),
         "debug_buffer_bytes": float(debug_bytes),
         "events": float(sum(len(b.events) for b in data.run_data)),
-        "skipped_outputs": float(len(tracer.skipped_outputs)),
     }
     if method_ms:
         metrics |= {
@@ -158,6 +173,26 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
             "latency_p90_ms": percentile(method_ms, 90.0),
             "latency_min_ms": min(method_ms),
         }
-    return RunArtifacts(
-        etdump=etdump_path, debug_buffer=debug_path, outputs=outputs_path, metrics=metrics
-    )
+    return metrics
+
+
+def _run_executorch(
+    runtime: RuntimeConfig,
+    debug_level: EventTracerDebugLogLevel,
+    program: Path,
+    samples: list[tuple[torch.Tensor, ...]],
+    run_dir: Path,
+) -> RunArtifacts:
+    """ExecuTorch's .pte in ExecuTorch's runtime, written in the same layout as ours."""
+    from stages.run.executorch_runtime import run_program, write_run
+
+    data = program.read_bytes()
+    capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
+    run = run_program(data, str(program), samples, runtime.warmup, runtime.iterations, capture)
+    etdump_path = run_dir / ArtifactName.ETDUMP
+    debug_path = run_dir / ArtifactName.DEBUG_BUFFER
+    etdump_bytes = write_run(run, data, etdump_path, debug_path)
+    outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
+    save_samples(run.outputs, outputs_path)
+    metrics = _metrics(runtime, run.etdump, etdump_bytes, debug_path.stat().st_size)
+    return RunArtifacts(etdump_path, debug_path, outputs_path, metrics=metrics)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stages.export.exported_program_io import load_exported_program
 
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.model_explorer_overlay import (
@@ -23,6 +22,7 @@ from stages.analyze.model_explorer_overlay import (
 from stages.analyze.node_facts import NodeFacts, Placement
 from stages.analyze.stage import run_analyze
 from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.formats.exported_program import load_exported_program
 from tests.helpers.analyze_runs import RunTiny, read_summary
 from tests.helpers.optional import require_explorer
 

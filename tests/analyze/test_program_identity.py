@@ -22,6 +22,7 @@ MLP = ("mlp", "backend=xnnpack")
 def _without_stamps(etdump: Path, out: Path) -> Path:
     """The ETDump as a tool that does not stamp its files (ExecuTorch) would have written it."""
     dump = read_etdump(etdump)
+    dump.run_data = [b for b in dump.run_data if b.name not in STAMP_EVENTS]
     for block in dump.run_data:
         block.events = [
             e

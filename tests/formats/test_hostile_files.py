@@ -144,7 +144,7 @@ def _entry_points(
         "program": [
             ("load_program", load_program, ProgramError),
             (
-                "run stage program.pte",
+                "run stage lowered_program.zip",
                 lambda p: run_run(runtime, p, clean.inputs, tmp / "run"),  # type: ignore[arg-type]
                 ProgramError,
             ),

@@ -345,7 +345,7 @@ def hostile_executorch_etrecords(marker: Path) -> list[Hostile]:
 
 
 def hostile_programs(clean: bytes, marker: Path) -> list[Hostile]:
-    """Lowered programs (program.pte) with payloads in their tensor and JSON members."""
+    """Lowered programs (lowered_program.zip) with payloads in their tensor and JSON members."""
     document = _json_member(clean, "program.json")
     bad_op = json.loads(json.dumps(document))
     operators = [i for i in bad_op["main"]["instructions"] if i["kind"] == "operator"]

@@ -23,7 +23,7 @@ CACHED_ARTIFACTS = [
     ("export", "inputs.pt"),
     ("export", "reference_outputs.pt"),
     ("lower", "etrecord.zip"),
-    ("lower", "program.pte"),
+    ("lower", "lowered_program.zip"),
     ("lower", "lowering.json"),
     ("run", "etdump.etdp"),
     ("run", "debug.bin"),

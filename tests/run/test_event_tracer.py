@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from stages.formats.etdump import parse_debug_buffer, read_etdump, tensor_from_buffer
-from stages.formats.etdump.records import DEBUG_BUFFER_EVENT, ValueType
+from stages.formats.etdump.records import DEBUG_BUFFER_EVENT, ValueType, read_stamp
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.run.event_tracer import EventFilter, EventTracer, EventTracerError
 
@@ -21,14 +21,16 @@ def test_operator_delegate_debug_and_allocation_events_reach_the_file(tmp_path: 
     tracer.log_intermediate_output_delegate(None, "fused_op_1_2", torch.ones(2, 2))
     tracer.end_profiling(entry)
     tracer.log_intermediate_output(5, 8, [torch.zeros(3), torch.ones(1)])
+    tracer.end_profiling(tracer.start_profiling("native_call_add.out", 0, 6, 9))
+    tracer.log_intermediate_output(6, 9, torch.ones(1))  # named after its operator
     tracer.write_etdump(tmp_path / "e.etdp", tmp_path / "d.bin")
 
-    (block,) = read_etdump(tmp_path / "e.etdp").run_data
+    dump = read_etdump(tmp_path / "e.etdp")
+    block, stamp = dump.run_data  # the debug buffer's sha256 pairs the two files
     assert block.allocators == ["activations"]
+    assert stamp.name == DEBUG_BUFFER_EVENT and stamp.events == []
     profile = [e.profile_event for e in block.events if e.profile_event]
-    *profile, stamp = profile  # the debug buffer's sha256 pairs the two files
-    assert stamp.name == DEBUG_BUFFER_EVENT and stamp.start_time == stamp.end_time
-    kernel_event, post_time, delegate_call = profile
+    kernel_event, post_time, delegate_call, _ = profile
     assert (
         kernel_event.delegate_debug_id_int,
         kernel_event.instruction_id,
@@ -44,9 +46,10 @@ def test_operator_delegate_debug_and_allocation_events_reach_the_file(tmp_path: 
     buffer = (tmp_path / "d.bin").read_bytes()
     assert torch.equal(tensor_from_buffer(buffer, debug[0].debug_entry.tensor), torch.ones(2, 2))
     assert [tuple(t.sizes) for t in debug[1].debug_entry.tensor_list] == [(3,), (1,)]
-    assert len(buffer) < 256  # only the bytes used, 64-byte aligned, and the trailer
+    assert [d.name for d in debug] == ["", "", "native_call_add.out"]
+    assert len(buffer) < 320  # only the bytes used, 64-byte aligned, and the trailer
     parsed = parse_debug_buffer(buffer)
-    assert stamp.delegate_debug_metadata == b"sha256:" + parsed.content_sha256().encode()
+    assert read_stamp(dump, DEBUG_BUFFER_EVENT) == parsed.content_sha256()
     assert parsed.program_fingerprint is None  # no program logged its fingerprint here
 
 

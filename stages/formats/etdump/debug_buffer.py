@@ -82,6 +82,10 @@ class DebugBufferWriter:
         self._add(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         return TensorRecord(int(scalar), tuple(t.shape), tuple(t.stride()), offset)
 
+    def extend(self, raw: bytes) -> None:
+        """Bytes another runtime wrote (ExecuTorch's debug buffer), kept at their own offsets."""
+        self._add(bytes(raw))
+
     def _add(self, chunk: bytes) -> None:
         self._chunks.append(chunk)
         self._digest.update(chunk)

@@ -8,12 +8,13 @@ from typing import NamedTuple
 
 ETDUMP_FILE_IDENTIFIER = b"ED00"
 ETDUMP_VERSION = 0
-# A zero-length profile event our run stage adds, its metadata the lowered program's sha256, so
-# the analysis can tell an ETDump from another program (ExecuTorch's tools see a plain event).
+# Stamps our run stage adds: the lowered program's sha256, so the analysis can tell an ETDump
+# from another program, and the sha256 of the debug buffer's tensor bytes written with it. Each is
+# a trailing event block of that name with no events, whose one allocator name is
+# "sha256:<hex>": ExecuTorch's Inspector shows an empty block, never an op. (ETDumps of earlier
+# versions carry them as zero-length profile events with that metadata; both are read.)
 FINGERPRINT_EVENT = "Program::fingerprint"
 FINGERPRINT_PREFIX = b"sha256:"
-# Likewise, the sha256 of the debug buffer's tensor bytes written with this ETDump: the pair proves
-# it belongs together. Neither stamp is a runtime event: tables and traces leave them out.
 DEBUG_BUFFER_EVENT = "DebugBuffer::fingerprint"
 STAMP_EVENTS = frozenset({FINGERPRINT_EVENT, DEBUG_BUFFER_EVENT})
 # Names ExecuTorch's runtime gives its own events and event blocks; the run stage writes them,
@@ -126,3 +127,25 @@ class RunData:
 class ETDumpData:
     version: int
     run_data: list[RunData]
+
+
+def stamp_block(name: str, sha256: str) -> RunData:
+    """A stamp (see FINGERPRINT_EVENT): an empty event block carrying the digest."""
+    return RunData(name=name, allocators=[(FINGERPRINT_PREFIX + sha256.encode()).decode()])
+
+
+def read_stamp(dump: ETDumpData, name: str) -> str | None:
+    """The digest a stamp carries, as a stamp block or (older ETDumps) a profile event."""
+    prefix = FINGERPRINT_PREFIX.decode()
+    for block in dump.run_data:
+        if block.name == name and not block.events and block.allocators:
+            text = block.allocators[0]
+            if text.startswith(prefix):
+                return text[len(prefix) :]
+        for event in block.events:
+            pe = event.profile_event
+            if pe is not None and pe.name == name:
+                meta = pe.delegate_debug_metadata
+                if meta.startswith(FINGERPRINT_PREFIX):
+                    return meta[len(FINGERPRINT_PREFIX) :].decode(errors="replace")
+    return None

@@ -1,0 +1,175 @@
+"""ExecuTorch's ETRecord read into the view the analysis uses (the `ETRecord` dataclass).
+
+Only after `verify_executorch_etrecord` passed on the same bytes: ExecuTorch's own parser then
+reads them from memory. The reference program is what ExecuTorch's Inspector compares against
+by default: the ATen `exported_program` with the edge program's debug handles carried back to
+it, or the edge program itself when that fails. Instructions map to handles (`debug_handle_map`),
+delegate instructions to their backend and identifier map (`delegate_map`), and
+`instruction_id_to_num_outs_map` says how many of an instruction's logged values are outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from typing import Any
+
+import torch
+
+from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
+from stages.formats.etrecord import DelegateMapRecord, ETRecord, ETRecordError, Samples
+
+EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
+SOURCE_FORMAT = "executorch"
+METHOD = "forward"
+UNSET_DEBUG_HANDLE = 0  # ExecuTorch marks nodes the edge program dropped with handle 0
+NS_PER_MS = 1e6
+
+
+def read_executorch_etrecord(data: bytes, what: str) -> ETRecord:
+    """The analysis view of an ExecuTorch ETRecord whose bytes passed the safety check."""
+    try:
+        from executorch.devtools import parse_etrecord
+    except ImportError as exc:
+        raise ETRecordError(
+            f"{what} is ExecuTorch's ETRecord format; reading it needs ExecuTorch: {EXECUTORCH_EXTRA}"
+        ) from exc
+    try:
+        parsed = parse_etrecord(io.BytesIO(data))  # ZipFile reads a file object too
+    except Exception as exc:  # ExecuTorch raises RuntimeError, KeyError, SerializeError, ...
+        raise ETRecordError(f"{what}: ExecuTorch could not parse its ETRecord ({exc})") from exc
+    program, graph_name = _reference_program(parsed, what)
+    samples = _samples(parsed._representative_inputs)
+    return _view(parsed, program, graph_name, samples, data)
+
+
+def _reference_program(parsed: Any, what: str) -> tuple[torch.export.ExportedProgram, str]:
+    """ATen program with the edge program's handles carried back, else the edge program."""
+    from executorch.devtools.inspector._inspector_utils import propagate_back_debug_handle
+
+    edge = parsed.edge_dialect_program
+    if isinstance(edge, dict):
+        edge = edge.get(METHOD)
+    aten = parsed.exported_program
+    if (
+        aten is not None
+        and edge is not None
+        and propagate_back_debug_handle(aten, parsed.export_graph_id, edge)
+    ):
+        return _clean_handles(aten), "exported_program"
+    if edge is None:
+        raise ETRecordError(
+            f"{what} records no edge program for method {METHOD!r}; generate it with "
+            "to_edge_transform_and_lower(..., generate_etrecord=True)"
+        )
+    return _clean_handles(edge), "edge_dialect_exported_program"
+
+
+def _clean_handles(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """Integer handles only: tuples keep their first, ExecuTorch's unset handle 0 is dropped."""
+    for node in program.graph_module.graph.nodes:
+        handle = node.meta.get(DEBUG_HANDLE_META)
+        if isinstance(handle, tuple | list):
+            handle = handle[0] if handle else None
+        if handle is None or int(handle) == UNSET_DEBUG_HANDLE:
+            node.meta.pop(DEBUG_HANDLE_META, None)
+        else:
+            node.meta[DEBUG_HANDLE_META] = int(handle)
+    return program
+
+
+def _samples(raw: Any) -> Samples:
+    if not raw:
+        return []
+    return [tuple(s) if isinstance(s, tuple | list) else (s,) for s in raw]
+
+
+def _identifier(key: str) -> DelegateIdentifier:
+    """JSON keys are strings; ExecuTorch's integer identifiers are logged as ints."""
+    return int(key) if key.lstrip("-").isdigit() else key
+
+
+def _lowering_info(parsed: Any, graph_name: str) -> tuple[dict[str, Any], list[DelegateMapRecord]]:
+    handle_map = (parsed._debug_handle_map or {}).get(METHOD, {})
+    delegates = (parsed._delegate_map or {}).get(METHOD, {})
+    outs = (parsed._instruction_id_to_num_outs_map or {}).get(METHOD, {})
+    maps: list[DelegateMapRecord] = []
+    delegate_instructions: dict[str, int] = {}
+    for partition_id, (instruction, meta) in enumerate(sorted(delegates.items(), key=_by_int)):
+        identifiers = dict(meta.get("delegate_map") or {})
+        maps.append(
+            DelegateMapRecord(
+                partition_id=partition_id,
+                backend_name=str(meta.get("name", "")),
+                debug_handle_map={
+                    _identifier(str(k)): tuple(_handles(v)) for k, v in identifiers.items()
+                },
+                delegated_handles=tuple(_handles(handle_map.get(str(instruction), ()))),
+            )
+        )
+        delegate_instructions[str(instruction)] = partition_id
+    backends = sorted({m.backend_name for m in maps})
+    info = {
+        "source_format": SOURCE_FORMAT,
+        "reference_graph": graph_name,
+        "backend": "+".join(backends),
+        "precision": "fp32",
+        "ticks_per_ms": NS_PER_MS,
+        "instruction_debug_handles": {
+            str(i): _handles(handles)
+            for i, handles in handle_map.items()
+            if str(i) not in delegate_instructions
+        },
+        "delegate_instructions": delegate_instructions,
+        "instruction_num_outputs": {str(i): int(n) for i, n in outs.items()},
+    }
+    return info, maps
+
+
+def _handles(value: Any) -> list[int]:
+    """ExecuTorch stores one handle as an int, several as a list."""
+    return [int(h) for h in value] if isinstance(value, list | tuple) else [int(value)]
+
+
+def _by_int(item: tuple[str, Any]) -> int:
+    return int(item[0])
+
+
+def _view(
+    parsed: Any,
+    program: torch.export.ExportedProgram,
+    graph_name: str,
+    samples: Samples,
+    data: bytes,
+) -> ETRecord:
+    from stages.formats.handle_info import collect_handle_info
+
+    info, maps = _lowering_info(parsed, graph_name)
+    if _quantized(program):
+        info["precision"] = "int8"
+    outputs = parsed._reference_outputs or {}
+    reference = outputs.get(METHOD, []) if isinstance(outputs, dict) else []
+    record = ETRecord(
+        reference_program_bytes=json.dumps({"executorch_etrecord_sha256": _sha(data)}).encode(),
+        representative_inputs=samples,
+        reference_outputs=[tuple(o) if isinstance(o, tuple | list) else (o,) for o in reference],
+        handles=collect_handle_info(program),
+        delegate_maps=maps,
+        lowering_info=info,
+        loaded_program=program,
+    )
+    return record
+
+
+def _quantized(program: torch.export.ExportedProgram) -> bool:
+    """ExecuTorch's ETRecord records no precision: quantize ops in the graph mean int8."""
+    return any(
+        "quantize_per" in str(node.target)
+        for node in program.graph_module.graph.nodes
+        if node.op == "call_function"
+    )
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,140 @@
+"""Lowering with ExecuTorch itself (`executorch_*` backends): the real `.pte` and its ETRecord.
+
+`to_edge_transform_and_lower` with the backend's partitioners (XNNPACK's, or none for the
+portable operators), `to_executorch()`, and ExecuTorch's ETRecord with the representative inputs,
+so the analysis reads it like any ExecuTorch user's. Needs the executorch extra.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from stages.dotted_import import callable_target
+from stages.formats.artifacts import ArtifactName
+from stages.formats.atomic_write import atomic_path, write_text_atomic
+from stages.formats.exported_program import load_exported_program
+from stages.formats.samples import load_samples
+from stages.lower.config import BackendConfig
+
+EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
+METHOD = "forward"
+
+
+class ExecuTorchLoweringError(Exception):
+    """An executorch_* backend that cannot lower this program or config; names the option."""
+
+
+def xnnpack_partitioners() -> list[Any]:
+    """ExecuTorch's XNNPACK partitioner (backend `executorch_xnnpack`)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    return [XnnpackPartitioner()]
+
+
+def portable_partitioners() -> list[Any]:
+    """No partitioner: every op runs as ExecuTorch's portable kernels (`executorch_portable`)."""
+    return []
+
+
+def _check_config(backend: BackendConfig) -> None:
+    if backend.precision != "fp32":
+        raise ExecuTorchLoweringError(
+            f"backend.precision={backend.precision!r}: backend {backend.name} lowers fp32 "
+            "programs only (quantize with ExecuTorch's quantizer first, or use backend=xnnpack "
+            "for emulated fp16/int8)"
+        )
+    if backend.fault.node or backend.fault.debug_handle is not None:
+        raise ExecuTorchLoweringError(
+            f"backend.fault.*: backend {backend.name} runs ExecuTorch's real kernels, which "
+            "cannot be faulted; use an emulated backend (xnnpack, qnn, portable) for that"
+        )
+    if backend.compile_specs:
+        raise ExecuTorchLoweringError(
+            f"backend.compile_specs: backend {backend.name} takes none (got "
+            f"{sorted(backend.compile_specs)})"
+        )
+
+
+def lower_with_executorch(
+    backend: BackendConfig, exported_program: Path, inputs: Path, run_dir: Path, model_name: str
+) -> tuple[Path, Path, Path, dict[str, float]]:
+    """Write program.pte, lowering.json and ExecuTorch's ETRecord; (paths..., metrics)."""
+    _check_config(backend)
+    try:
+        from executorch.exir import to_edge_transform_and_lower
+    except ImportError as exc:
+        raise ExecuTorchLoweringError(
+            f"backend={backend.name} lowers with ExecuTorch: {EXECUTORCH_EXTRA}"
+        ) from exc
+    make_partitioners = callable_target(
+        {"_target_": backend._target_},
+        "backend",
+        ExecuTorchLoweringError,
+        "package.module.function` returning a list of ExecuTorch partitioners",
+    )
+    started = time.perf_counter()
+    program = load_exported_program(exported_program.read_bytes(), str(exported_program))
+    samples = load_samples(inputs)
+    edge = to_edge_transform_and_lower(
+        program, partitioner=make_partitioners(), generate_etrecord=True
+    )
+    executorch_program = edge.to_executorch()
+    etrecord = executorch_program.get_etrecord()
+    etrecord.update_representative_inputs([tuple(s) for s in samples])
+    seconds = time.perf_counter() - started
+
+    program_path = run_dir / ArtifactName.EXECUTORCH_PROGRAM
+    _write_bytes(program_path, executorch_program.buffer)
+    etrecord_path = run_dir / ArtifactName.ETRECORD
+    with atomic_path(etrecord_path) as tmp:
+        etrecord.save(str(tmp))
+    report = _report(backend, etrecord, model_name)
+    report_path = run_dir / ArtifactName.LOWERING_REPORT
+    write_text_atomic(report_path, json.dumps(report, indent=2))
+    total, delegated = report["handles"], len(report["delegated_handles"])
+    metrics = {
+        "partitions": float(len(report["partitions"])),
+        "delegated_ops": float(delegated),
+        "non_delegated_ops": float(total - delegated),
+        "delegated_op_ratio": delegated / max(total, 1),
+        "lowering_seconds": seconds,
+        "program_bytes": float(len(executorch_program.buffer)),
+    }
+    return program_path, report_path, etrecord_path, metrics
+
+
+def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str, Any]:
+    """lowering.json: partitions (delegate instructions) and the handles they cover."""
+    handle_map = (etrecord._debug_handle_map or {}).get(METHOD, {})
+    delegates = (etrecord._delegate_map or {}).get(METHOD, {})
+    handles = {h for v in handle_map.values() for h in (v if isinstance(v, list) else [v])}
+    partitions = []
+    for instruction, meta in sorted(delegates.items(), key=lambda kv: int(kv[0])):
+        covered = handle_map.get(str(instruction), [])
+        partitions.append(
+            {
+                "instruction_id": int(instruction),
+                "backend": meta.get("name", ""),
+                "debug_handles": covered if isinstance(covered, list) else [covered],
+                "delegate_map_entries": len(meta.get("delegate_map") or {}),
+            }
+        )
+    delegated = sorted({h for p in partitions for h in p["debug_handles"]})
+    return {
+        "backend": backend.name,
+        "backend_target": backend._target_,
+        "runtime": "executorch",
+        "model": model_name,
+        "precision": backend.precision,
+        "handles": len(handles),
+        "delegated_handles": delegated,
+        "partitions": partitions,
+    }
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)

@@ -1,0 +1,152 @@
+"""The run stage's ExecuTorch runtime plug-in: ExecuTorch's `.pte` run by ExecuTorch's runtime.
+
+As ExecuTorch needs it: one module with ETDump profiling for the warm-up and timed iterations,
+and a second with a debug buffer for one capture run per representative input (intermediate
+outputs). Their ETDumps are merged into our layout — `Default`, one `Execute` block per timed
+iteration, `Execute (intermediate outputs)` blocks with only the logged values — plus our
+program and debug-buffer stamps. Needs the executorch extra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stages.formats.etdump import DebugBufferWriter, ETDumpData, Event, RunData, read_etdump
+from stages.formats.etdump.records import (
+    DEBUG_BUFFER_EVENT,
+    FINGERPRINT_EVENT,
+    LOAD_BLOCK,
+    TIMED_BLOCK,
+    stamp_block,
+)
+from stages.formats.etdump.writer import write_etdump
+from stages.progress_display import ProgressDisplay
+
+EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
+METHOD = "forward"
+_DEBUG_SLACK = 1 << 20  # ExecuTorch aligns each logged tensor; generous room on top
+
+
+class ExecuTorchRuntimeError(Exception):
+    """ExecuTorch's runtime is missing or refused the program; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ExecuTorchRun:
+    """What one ExecuTorch run produced, in our ETDump layout."""
+
+    etdump: ETDumpData
+    debug_payload: bytes
+    outputs: list[tuple[torch.Tensor, ...]]
+
+
+def _loader() -> Any:
+    try:
+        from executorch.extension.pybindings.portable_lib import _load_for_executorch_from_buffer
+    except ImportError as exc:
+        raise ExecuTorchRuntimeError(
+            f"this program is ExecuTorch's .pte; running it needs ExecuTorch: {EXECUTORCH_EXTRA}"
+        ) from exc
+    return _load_for_executorch_from_buffer
+
+
+def _load(program: bytes, where: str, **options: Any) -> Any:
+    try:
+        return _loader()(program, enable_etdump=True, **options)
+    except RuntimeError as exc:
+        raise ExecuTorchRuntimeError(f"ExecuTorch could not load {where}: {exc}") from exc
+
+
+def _etdump_of(module: Any, debug_buffer: bool) -> tuple[ETDumpData, bytes]:
+    with tempfile.TemporaryDirectory() as tmp:
+        dump, buffer = Path(tmp) / "etdump.etdp", Path(tmp) / "debug.bin"
+        module.write_etdump_result_to_file(str(dump), str(buffer) if debug_buffer else None)
+        return read_etdump(dump), buffer.read_bytes() if debug_buffer else b""
+
+
+def debug_buffer_size(samples: list[tuple[torch.Tensor, ...]], program_bytes: int) -> int:
+    """Room for every intermediate output: a bound from the program and the inputs' sizes."""
+    biggest = max(sum(t.numel() * t.element_size() for t in s) for s in samples)
+    return 64 * (program_bytes + biggest) + _DEBUG_SLACK
+
+
+def run_program(
+    program: bytes,
+    where: str,
+    samples: list[tuple[torch.Tensor, ...]],
+    warmup: int,
+    iterations: int,
+    capture: bool,
+) -> ExecuTorchRun:
+    """Timed iterations, then (if `capture`) one capture run per sample with a debug buffer."""
+    timed = _load(program, where)
+    outputs: list[tuple[torch.Tensor, ...]] = []
+    for index in range(warmup):
+        timed.run_method(METHOD, tuple(samples[index % len(samples)]))
+    with ProgressDisplay("run", iterations) as progress:
+        for index in range(warmup, warmup + iterations):
+            timed.run_method(METHOD, tuple(samples[index % len(samples)]))
+            progress.advance()
+    timed_dump, _ = _etdump_of(timed, debug_buffer=False)
+    executions = [b for b in timed_dump.run_data if b.name == TIMED_BLOCK]
+    blocks = [b for b in timed_dump.run_data if b.name == LOAD_BLOCK]
+    for index, block in enumerate(executions[warmup:]):
+        block.bundled_input_index = index % len(samples)
+        blocks.append(block)
+    payload = b""
+    if capture:
+        debug = _load(program, where, debug_buffer_size=debug_buffer_size(samples, len(program)))
+        for sample in samples:
+            outputs.append(_tensors(debug.run_method(METHOD, tuple(sample))))
+        capture_dump, payload = _etdump_of(debug, debug_buffer=True)
+        captures = [b for b in capture_dump.run_data if b.name == TIMED_BLOCK]
+        blocks += [_logged_values_only(b, i) for i, b in enumerate(captures)]
+        payload = payload[: _used_bytes(blocks)]
+    else:
+        outputs = [_tensors(timed.run_method(METHOD, tuple(s))) for s in samples]
+    return ExecuTorchRun(ETDumpData(version=0, run_data=blocks), payload, outputs)
+
+
+def _logged_values_only(block: RunData, sample: int) -> RunData:
+    from stages.run.stage import CAPTURE_BLOCK
+
+    events = [Event(debug_event=e.debug_event) for e in block.events if e.debug_event is not None]
+    return RunData(CAPTURE_BLOCK, sample, list(block.allocators), events)
+
+
+def _used_bytes(blocks: list[RunData]) -> int:
+    from stages.formats.etdump.debug_buffer import tensor_nbytes
+
+    end = 0
+    for block in blocks:
+        for event in block.events:
+            value = event.debug_event.debug_entry if event.debug_event is not None else None
+            tensors = [] if value is None else [value.tensor, *(value.tensor_list or ())]
+            for t in tensors:
+                if t is not None and (n := tensor_nbytes(t)) is not None:
+                    end = max(end, t.offset + n)
+    return end
+
+
+def write_run(run: ExecuTorchRun, program: bytes, etdump_path: Path, debug_path: Path) -> int:
+    """Our ETDump (with the program and debug-buffer stamps) and debug buffer (with trailer)."""
+    fingerprint = hashlib.sha256(program).hexdigest()
+    buffer = DebugBufferWriter()
+    buffer.extend(run.debug_payload)
+    run.etdump.run_data += [
+        stamp_block(FINGERPRINT_EVENT, fingerprint),
+        stamp_block(DEBUG_BUFFER_EVENT, buffer.payload_sha256()),
+    ]
+    size = write_etdump(etdump_path, run.etdump)
+    buffer.write(debug_path, fingerprint)
+    return size
+
+
+def _tensors(result: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(t for t in result if isinstance(t, torch.Tensor))

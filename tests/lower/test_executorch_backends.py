@@ -1,0 +1,106 @@
+"""Backends that are ExecuTorch itself: its lowering, its .pte, its ETRecord, its runtime, and the
+same analysis, cache and sweep comparison as the emulated backends."""
+
+from __future__ import annotations
+
+import csv
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig, open_dict
+
+from pipeline.errors import StageFailedError
+from pipeline.runner import run_pipeline
+from stages.formats.artifacts import ArtifactName
+from stages.formats.etdump import read_etdump
+from stages.formats.executorch_program import is_executorch_program
+from tests.helpers.cli_runner import run_module
+
+pytestmark = pytest.mark.executorch
+SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
+
+
+@pytest.fixture(autouse=True)
+def _needs_executorch() -> None:
+    pytest.importorskip("executorch.exir", reason=SKIP_REASON)
+
+
+def _cfg(tiny_cfg: Callable[..., DictConfig], tmp_path: Path, *overrides: str) -> DictConfig:
+    cfg = tiny_cfg("mlp", "tracking=none", f"cache_dir={tmp_path / 'cache'}", *overrides)
+    with open_dict(cfg):
+        cfg.run_dir = str(tmp_path / "run")
+    return cfg
+
+
+@pytest.mark.parametrize("backend", ["executorch_xnnpack", "executorch_portable"])
+def test_executorch_lowers_runs_and_is_analysed(
+    backend: str, tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    cfg = _cfg(tiny_cfg, tmp_path, f"backend={backend}", "runtime.iterations=3")
+    result = run_pipeline(cfg, print_summary=False)
+    run_dir = result.run_dir
+    program = run_dir / ArtifactName.EXECUTORCH_PROGRAM
+    assert is_executorch_program(program.read_bytes()[:8])  # ExecuTorch's flatbuffer
+    assert not (run_dir / ArtifactName.PROGRAM).exists()
+    with zipfile.ZipFile(run_dir / ArtifactName.ETRECORD) as etrecord:
+        assert "ETRECORD_V0" in etrecord.namelist()  # ExecuTorch's ETRecord format
+    dump = read_etdump(run_dir / ArtifactName.ETDUMP)
+    assert [b.name for b in dump.run_data].count("Execute") == 3  # warm-up left out
+    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
+    assert summary["verdict"] == "pass" and summary["compared_outputs"] >= 1
+    assert summary["program_identity"]["shape_or_dtype_mismatches"] == 0
+    assert summary["not_evaluated"] == []
+    with (run_dir / ArtifactName.NUMERIC_GAP_CSV).open() as fh:
+        gaps = list(csv.DictReader(fh))
+    assert all(float(g["snr"]) > 100 for g in gaps)  # fp32 kernels against the ATen reference
+    assert {op for g in gaps for op in json.loads(g["op_names"])} >= {"linear", "linear_1"}
+    if backend == "executorch_xnnpack":
+        assert summary["partitions"] >= 1 and summary["delegated_op_ratio"] > 0.5
+    else:
+        assert summary["partitions"] == 0
+    if backend == "executorch_xnnpack":  # the same stage cache: a second run reuses all
+        again_cfg = _cfg(tiny_cfg, tmp_path / "again", f"backend={backend}", "runtime.iterations=3")
+        with open_dict(again_cfg):
+            again_cfg.cache_dir = str(tmp_path / "cache")
+        again = run_pipeline(again_cfg, print_summary=False)
+        assert [s.status for s in again.stages] == ["reused"] * 4
+
+
+def test_options_executorch_cannot_honour_are_refused(
+    tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    cfg = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.precision=fp16")
+    with pytest.raises(StageFailedError, match=r"backend\.precision='fp16'.*fp32 programs only"):
+        run_pipeline(cfg, print_summary=False)
+
+
+def test_sweep_compares_emulated_and_executorch(tmp_path: Path) -> None:
+    done = run_module(
+        "pipeline",
+        "-m",
+        "model=mlp",
+        "backend=xnnpack,executorch_xnnpack",
+        "hydra/launcher=basic",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    comparison = tmp_path / "sweep" / "comparison"
+    with (comparison / "comparison_runs.csv").open() as fh:
+        runs = {r["backend"]: r for r in csv.DictReader(fh)}
+    assert set(runs) == {"xnnpack", "executorch_xnnpack"}
+    assert all(r["verdict"] == "pass" for r in runs.values())
+    with (comparison / "comparison_ops_mlp.csv").open() as fh:
+        ops = list(csv.DictReader(fh))
+    emulated = [o for o in ops if o["p50_ms[xnnpack-fp32]"]]
+    real = [o for o in ops if o["p50_ms[executorch_xnnpack-fp32]"]]
+    assert len(emulated) > 1  # one row per emulated kernel
+    # ExecuTorch 1.5.1's XNNPACK maps no kernel to ops: its delegate call stands for the
+    # whole partition (every op of this mlp), with its latency and local gap.
+    (partition,) = real
+    assert set(partition["op"].split("+")) >= {"linear", "linear_1", "linear_2"}
+    assert float(partition["local_snr[executorch_xnnpack-fp32]"]) > 100

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from pipeline.sweep_comparison import compare_runs
-from pipeline.tracking import default_tracking_uri
+from pipeline.tracking_store import default_tracking_uri
 
 
 def _filter(tags: list[str], parent: str | None) -> str:

@@ -32,10 +32,19 @@ def check_fault_kind(cfg: DictConfig) -> None:
 def check_backend_precision(cfg: DictConfig) -> None:
     """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
     from stages.backends.backend_api import BackendError, backend_class
+    from stages.formats.executorch_program import is_executorch_backend
 
     backend = cfg.backend
+    if is_executorch_backend(str(backend.name)):
+        if str(backend.precision) != "fp32":
+            raise ConfigValueError(
+                f"backend.precision='{backend.precision!s}': backend {backend.name} lowers fp32 "
+                "programs only (quantize with ExecuTorch's quantizer first, or use "
+                "backend=xnnpack for emulated fp16/int8)"
+            )
+        return
     try:
-        offered = backend_class(str(backend.name), backend.get("_target_")).precisions()
+        offered = tuple(backend_class(str(backend.name), backend.get("_target_")).precisions())
     except BackendError as exc:
         raise ConfigValueError(str(exc)) from exc
     if str(backend.precision) not in offered:

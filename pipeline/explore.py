@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.tracking import default_tracking_uri
+from pipeline.tracking_store import default_tracking_uri
 from stages.analyze.model_explorer_overlay import OverlayFile
 from stages.formats.artifacts import ArtifactName
 

@@ -19,12 +19,8 @@ from pipeline.job_failures import failed_jobs
 from pipeline.run_dirs import register_run_suffix
 from pipeline.run_liveness import process_tags
 from pipeline.tracker_factory import PARENT_RUN_ENV, resolve_tracking_uri
-from pipeline.tracking import (
-    default_artifact_root,
-    default_tracking_uri,
-    ensure_experiment,
-    server_reachable,
-)
+from pipeline.tracking import ensure_experiment, server_reachable
+from pipeline.tracking_store import default_artifact_root, default_tracking_uri
 
 log = logging.getLogger("pipeline")
 

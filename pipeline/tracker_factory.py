@@ -8,14 +8,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.tracking import (
-    MlflowTracker,
-    NullTracker,
-    Tracker,
-    default_artifact_root,
-    default_tracking_uri,
-    server_reachable,
-)
+from pipeline.tracking import MlflowTracker, NullTracker, Tracker, server_reachable
+from pipeline.tracking_store import default_artifact_root, default_tracking_uri
 
 log = logging.getLogger("pipeline")
 

@@ -29,7 +29,6 @@ from pipeline.run_liveness import mark_dead_runs_killed, process_tags
 
 log = logging.getLogger(__name__)
 
-DEFAULT_STORE_DIR = Path("outputs")
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 
@@ -77,15 +76,6 @@ class NullTracker:
 
     def describe(self) -> str:
         return "tracking disabled"
-
-
-def default_tracking_uri(store_dir: Path = DEFAULT_STORE_DIR) -> str:
-    """sqlite database under outputs/ of the current directory."""
-    return f"sqlite:///{(store_dir / 'mlflow.db').resolve()}"
-
-
-def default_artifact_root(store_dir: Path = DEFAULT_STORE_DIR) -> str:
-    return (store_dir / "mlartifacts").resolve().as_uri()
 
 
 def git_commit() -> str:

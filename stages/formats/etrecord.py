@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.formats.debug_handles import DebugHandle
+from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
 from stages.formats.exported_program import exported_program_bytes, load_exported_program
 from stages.formats.handle_info import HandleInfo, collect_handle_info
@@ -35,6 +36,8 @@ from stages.formats.safe_load import (
 from stages.formats.samples import Samples
 from stages.formats.tensor_file import repack_stored
 
+__all__ = ["DelegateMapRecord", "ETRecord", "ETRecordError", "generate_etrecord"]
+
 ETRECORD_FORMAT = "delegate-debugger-etrecord"
 ETRECORD_VERSION = 1
 
@@ -47,20 +50,6 @@ LOWERED_GRAPH_MEMBER = "lowered_graph.txt"
 DELEGATE_MAPS_MEMBER = "delegate_maps.json"
 LOWERING_INFO_MEMBER = "lowering_info.json"
 _REQUIRED = (VERSION_MEMBER, PROGRAM_MEMBER, INPUTS_MEMBER, OUTPUTS_MEMBER, HANDLES_MEMBER)
-
-
-class ETRecordError(Exception):
-    """An ETRecord file is missing, truncated, of another version, or carries unsafe data."""
-
-
-@dataclass(frozen=True)
-class DelegateMapRecord:
-    """One delegated partition: its backend and the identifier → handles map it emitted."""
-
-    partition_id: int
-    backend_name: str
-    debug_handle_map: dict[DelegateIdentifier, tuple[DebugHandle, ...]]
-    delegated_handles: tuple[DebugHandle, ...] = ()
 
 
 @dataclass
@@ -152,7 +141,7 @@ class ETRecord:
             verify_executorch_etrecord(archive, str(path))
             from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
 
-            return read_executorch_etrecord(repack_stored(archive), str(path))
+            return cls(**read_executorch_etrecord(repack_stored(archive), str(path)))
         missing = [m for m in _REQUIRED if m not in names]
         if missing:
             raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
-from stages.formats.etrecord import DelegateMapRecord, ETRecord, ETRecordError, Samples
+from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
+from stages.formats.samples import Samples
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 SOURCE_FORMAT = "executorch"
@@ -27,8 +28,9 @@ UNSET_DEBUG_HANDLE = 0  # ExecuTorch marks nodes the edge program dropped with h
 NS_PER_MS = 1e6
 
 
-def read_executorch_etrecord(data: bytes, what: str) -> ETRecord:
-    """The analysis view of an ExecuTorch ETRecord whose bytes passed the safety check."""
+def read_executorch_etrecord(data: bytes, what: str) -> dict[str, Any]:
+    """The fields of the analysis view (`ETRecord`) of an ExecuTorch ETRecord whose bytes
+    passed the safety check."""
     try:
         from executorch.devtools import parse_etrecord
     except ImportError as exc:
@@ -142,7 +144,7 @@ def _view(
     graph_name: str,
     samples: Samples,
     data: bytes,
-) -> ETRecord:
+) -> dict[str, Any]:
     from stages.formats.handle_info import collect_handle_info
 
     info, maps = _lowering_info(parsed, graph_name)
@@ -150,16 +152,15 @@ def _view(
         info["precision"] = "int8"
     outputs = parsed._reference_outputs or {}
     reference = outputs.get(METHOD, []) if isinstance(outputs, dict) else []
-    record = ETRecord(
-        reference_program_bytes=json.dumps({"executorch_etrecord_sha256": _sha(data)}).encode(),
-        representative_inputs=samples,
-        reference_outputs=[tuple(o) if isinstance(o, tuple | list) else (o,) for o in reference],
-        handles=collect_handle_info(program),
-        delegate_maps=maps,
-        lowering_info=info,
-        loaded_program=program,
-    )
-    return record
+    return {
+        "reference_program_bytes": json.dumps({"executorch_etrecord_sha256": _sha(data)}).encode(),
+        "representative_inputs": samples,
+        "reference_outputs": [tuple(o) if isinstance(o, tuple | list) else (o,) for o in reference],
+        "handles": collect_handle_info(program),
+        "delegate_maps": maps,
+        "lowering_info": info,
+        "loaded_program": program,
+    }
 
 
 def _quantized(program: torch.export.ExportedProgram) -> bool:

@@ -19,6 +19,7 @@ import torch
 
 from stages.formats.etdump import DebugBufferWriter, ETDumpData, Event, RunData, read_etdump
 from stages.formats.etdump.records import (
+    CAPTURE_BLOCK,
     DEBUG_BUFFER_EVENT,
     FINGERPRINT_EVENT,
     LOAD_BLOCK,
@@ -114,7 +115,6 @@ def run_program(
 
 
 def _logged_values_only(block: RunData, sample: int) -> RunData:
-    from stages.run.stage import CAPTURE_BLOCK
 
     events = [Event(debug_event=e.debug_event) for e in block.events if e.debug_event is not None]
     return RunData(CAPTURE_BLOCK, sample, list(block.allocators), events)

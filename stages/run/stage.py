@@ -16,7 +16,7 @@ import torch
 
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import ETDumpData
-from stages.formats.etdump.records import LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
+from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.executorch_program import is_executorch_program
 from stages.formats.program import load_program
 from stages.formats.samples import load_samples, save_samples
@@ -27,7 +27,6 @@ from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
 from stages.run.executor import Executor
 
-CAPTURE_BLOCK = "Execute (intermediate outputs)"
 log = logging.getLogger(__name__)
 
 _DEBUG_LEVELS = {

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, open_dict
 
-from pipeline.errors import StageFailedError
+from pipeline.errors import ConfigValueError
 from pipeline.runner import run_pipeline
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import read_etdump
@@ -73,7 +73,8 @@ def test_options_executorch_cannot_honour_are_refused(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     cfg = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.precision=fp16")
-    with pytest.raises(StageFailedError, match=r"backend\.precision='fp16'.*fp32 programs only"):
+    # Refused before any stage runs (pipeline.config_checks), with the lower stage's own words.
+    with pytest.raises(ConfigValueError, match=r"backend\.precision='fp16'.*fp32 programs only"):
         run_pipeline(cfg, print_summary=False)
 
 

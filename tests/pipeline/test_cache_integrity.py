@@ -35,6 +35,11 @@ CACHED_ARTIFACTS = [
     ("analyze", "report.html"),
     ("analyze", "top_ops_p50.png"),
     ("analyze", "numeric_gap.png"),
+    ("analyze", "explorer_latency.json"),
+    ("analyze", "explorer_local_gap.json"),
+    ("analyze", "explorer_accumulated_gap.json"),
+    ("analyze", "explorer_placement.json"),
+    ("analyze", "explorer_divergence.json"),
 ]
 # Artifacts a recomputation writes byte for byte again (zips carry timestamps; ETDumps timings).
 BYTE_STABLE = {"exported.pt2", "inputs.pt", "reference_outputs.pt", "debug.bin"}

@@ -31,7 +31,11 @@ COMPOSE_REJECTS = [
     ),
     ("runtime.profiling_level=some", "runtime.profiling_level", "[all, method_only, none]"),
     ("analyze.time_unit=sec", "analyze.time_unit", "[s, ms, us, ns]"),
-    ("analyze.comparators=[snr,psnr]", "analyze.comparators[1]", "[mse, l1, snr, cosine, max_abs]"),
+    (
+        "analyze.comparators=[snr,psnr]",
+        "analyze.comparators[1]",
+        "[mse, mean_abs, l1, snr, cosine, max_abs]",
+    ),
     ("analyze.thresholds.fp8=3", "analyze.thresholds.fp8", "[fp32, fp16, int8]"),
     ("stages=[export,lowr]", "stages[1]", "[export, lower, run, analyze]"),
 ]

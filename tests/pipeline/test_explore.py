@@ -39,8 +39,8 @@ def tracked_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, st
     with open_dict(cfg):
         cfg.run_dir = str(root / "run")
     result = run_pipeline(cfg, print_summary=False)
-    assert result.run_id is not None
-    return result.run_dir, result.run_id, str(cfg.tracking.uri)
+    assert result.tracking_run_id is not None
+    return result.run_dir, result.tracking_run_id, str(cfg.tracking.uri)
 
 
 def _node_names(program: Path) -> list[str]:

@@ -145,5 +145,5 @@ def test_a_sweep_with_a_failed_job_exits_non_zero_without_a_tracking_store(
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     assert "error: 1 sweep job(s) failed: mlp/xnnpack" in output
-    finished = len(list((tmp_path / "sweep").glob("*/program.pte")))
+    finished = len(list((tmp_path / "sweep").glob("*/lowered_program.zip")))
     assert finished == nodes.count(",")  # the other job, if any, finished

@@ -23,6 +23,7 @@ METHOD_EVENT = "Method::execute"
 DELEGATE_CALL_EVENT = "DELEGATE_CALL"
 LOAD_BLOCK = "Default"  # method load/init
 TIMED_BLOCK = "Execute"  # one per execution
+CAPTURE_BLOCK = "Execute (intermediate outputs)"  # untimed run that logs intermediate outputs
 
 
 class ETDumpError(Exception):

@@ -83,15 +83,15 @@ def test_a_missing_or_other_exported_program_is_refused(
 ) -> None:
     alone = tmp_path / "alone"
     alone.mkdir()
-    shutil.copy(lowered_vit, alone / "program.pte")
+    shutil.copy(lowered_vit, alone / "lowered_program.zip")
     with pytest.raises(ProgramError, match=r"exported\.pt2 beside it, which is missing"):
-        load_program(alone / "program.pte")
+        load_program(alone / "lowered_program.zip")
     _, other = export_and_lower(
         tiny_cfg("vit", "backend=xnnpack", "model.kwargs.dim=48"), tmp_path / "other"
     )
     shutil.copy(other.program.parent / "exported.pt2", alone / "exported.pt2")
     with pytest.raises(ProgramError, match=r"was lowered from another exported\.pt2"):
-        load_program(alone / "program.pte")
+        load_program(alone / "lowered_program.zip")
 
 
 @pytest.mark.parametrize(

@@ -159,10 +159,9 @@ def executorch_etrecord() -> Path | None:
     target = EXECUTORCH_ETRECORD_DIR / "etrecord.bin"
     if target.is_file():
         return target
-    python = sys.executable if importlib.util.find_spec("executorch") else None
-    python = python or os.environ.get("EXECUTORCH_PYTHON")
-    if not python:
+    if importlib.util.find_spec("executorch") is None:
         return None
+    python = sys.executable
     EXECUTORCH_ETRECORD_DIR.mkdir(parents=True, exist_ok=True)
     with (EXECUTORCH_ETRECORD_DIR / ".lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

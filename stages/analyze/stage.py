@@ -13,13 +13,14 @@ from torch.export import ExportedProgram
 
 from stages.analyze.comparators import build_comparators
 from stages.analyze.config import AnalyzeConfig
+from stages.analyze.control_flow import CondRecord
 from stages.analyze.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.exact_compare import tie_tolerance
 from stages.analyze.html_report import render_report, write_report
 from stages.analyze.linking import ProgramIndex, check_same_program
 from stages.analyze.loading import AnalysisInputs, load_inputs
 from stages.analyze.metadata_parsers import resolve_parser
-from stages.analyze.numeric_gap import GapRow, compute_numeric_gap, runtime_outputs
+from stages.analyze.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
 from stages.analyze.plots import plot_gap, plot_top_ops
 from stages.analyze.program_identity import (
     UNPROVEN,
@@ -67,28 +68,30 @@ def _numeric_gap(
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
-) -> tuple[list[GapRow], str]:
-    """Gap rows, or none and the reason they cannot be computed."""
+) -> tuple[list[GapRow], list[CondRecord], str]:
+    """Gap rows and cond records, or none and the reason they cannot be computed."""
     record = inputs.etrecord
     if record is None:
-        return [], "no ETRecord: events and timings only"
+        return [], [], "no ETRecord: events and timings only"
     if inputs.debug_buffer is None:
-        return [], "no debug buffer: pass analyze.debug_buffer=PATH for numeric gaps"
+        return [], [], "no debug buffer: pass analyze.debug_buffer=PATH for numeric gaps"
     outputs = runtime_outputs(
         inputs.etdump, inputs.debug_buffer.payload, index, str(inputs.debug_buffer_path)
     )
     if not outputs:
-        return [], (
-            "the ETDump holds no intermediate outputs (runtime.debug_level=intermediate_outputs)"
+        return (
+            [],
+            [],
+            "the ETDump holds no intermediate outputs (runtime.debug_level=intermediate_outputs)",
         )
-    _, rows = compute_numeric_gap(
+    _, rows, flows = numeric_gap_and_flow(
         outputs,
         program or record.exported_program(),
         record.representative_inputs,
         comparators,
         tie_tolerance(index.precision),
     )
-    return rows, ""
+    return rows, flows, ""
 
 
 def _plots(
@@ -193,8 +196,8 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    gap_rows, reason = _numeric_gap(inputs, index, comparators, program)
-    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason)
+    gap_rows, flows, reason = _numeric_gap(inputs, index, comparators, program)
+    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
     gap_seconds = time.perf_counter() - gap_started
     metric, better = verdict.metric, verdict.higher_is_better
     gaps = [
@@ -220,6 +223,7 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = identity.record()
+    summary["control_flow"] = [f.record() for f in flows]
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_gaps = {
         tuple(g["debug_handles"]): clean(

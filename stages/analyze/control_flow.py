@@ -200,3 +200,27 @@ def predicate_source(site: CondSite) -> tuple[str, torch.fx.Node | None]:
 
 def is_getitem(node: torch.fx.Node) -> bool:
     return node.target is operator.getitem
+
+
+def untaken_fault_warnings(
+    sites: Sequence[CondSite], records: Sequence[CondRecord], fault: dict[str, Any] | None
+) -> list[str]:
+    """An injected fault inside a branch no sample ran changed nothing: say so."""
+    if not fault:
+        return []
+    handle, name = fault.get("debug_handle"), fault.get("node")
+    warnings = []
+    for site, record in zip(sites, records, strict=True):
+        for taken, label in ((True, "true"), (False, "false")):
+            hit = [
+                n
+                for n in site.branch_nodes(taken)
+                if (name and n.name == name)
+                or (handle is not None and get_debug_handle(n) == int(handle))
+            ]
+            if hit and taken not in record.runtime_branch:
+                warnings.append(
+                    f"the injected fault on `{hit[0].name}` (the {label} branch of "
+                    f"`{record.name}`) changed nothing: no sample took that branch"
+                )
+    return warnings

@@ -96,6 +96,10 @@ def _head(summary: dict[str, Any]) -> list[str]:
         f"<p>Verdict: <span class='verdict {html.escape(verdict)}'>{html.escape(verdict)}</span> "
         f"{html.escape(str(summary.get('verdict_reason', '')))}</p>",
         f"<p class='identity'>{html.escape(note)}</p>" if note else "",
+        *(
+            f"<p class='identity'>warning: {html.escape(str(w))}</p>"
+            for w in summary.get("warnings", [])
+        ),
         "<dl>"
         + "".join(
             f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in facts.items()

@@ -13,7 +13,7 @@ from torch.export import ExportedProgram
 
 from stages.analyze.comparators import build_comparators
 from stages.analyze.config import AnalyzeConfig
-from stages.analyze.control_flow import CondRecord
+from stages.analyze.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.exact_compare import tie_tolerance
 from stages.analyze.html_report import render_report, write_report
@@ -92,6 +92,20 @@ def _numeric_gap(
         tie_tolerance(index.precision),
     )
     return rows, flows, ""
+
+
+def _fault_warnings(
+    record: Any, flows: list[CondRecord], program: ExportedProgram | None
+) -> list[str]:
+    """The lower stage's warnings about the injected fault, and a fault in a branch never run."""
+    fault = record.lowering_info.get("fault_injected") if record is not None else None
+    if not isinstance(fault, dict):
+        return []
+    warnings = [str(w) for w in fault.get("warnings", [])]
+    if flows:
+        gm = (program or record.exported_program()).graph_module
+        warnings += untaken_fault_warnings(cond_sites(gm), flows, fault)
+    return warnings
 
 
 def _plots(
@@ -224,6 +238,7 @@ def run_analyze(
     )
     summary["program_identity"] = identity.record()
     summary["control_flow"] = [f.record() for f in flows]
+    summary["warnings"] = _fault_warnings(record, flows, program)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_gaps = {
         tuple(g["debug_handles"]): clean(

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from omegaconf import open_dict
 
+from pipeline.errors import StageFailedError
 from pipeline.runner import run_pipeline
 from stages.analyze.terminal_report import format_terminal_report
+from stages.lower.stage import LoweringError
 from tests.helpers.configs import compose_config
 
 NEAR_THRESHOLD = (
@@ -136,3 +138,47 @@ def test_a_fault_that_flips_the_predicate_is_named_and_the_flip_reported(run_con
     assert summary["first_divergence"]["op_names"] == ["sum_1"]
     assert FLIP.search(summary["verdict_reason"]), summary["verdict_reason"]
     assert summary["control_flow"][0]["runtime_branch"] == [not took_true]
+
+
+def test_a_name_in_several_graphs_is_refused_with_every_match(run_cond) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(StageFailedError) as caught:
+        run_cond("ambiguous", *NEAR_THRESHOLD, "backend=portable", "backend.fault.node=sub")
+    assert isinstance(caught.value.__cause__, LoweringError)
+    message = str(caught.value.__cause__)
+    assert re.search(r"matches 2 nodes: sub \(debug handle \d+\), false_graph_0.sub", message)
+    assert "backend.fault.node=GRAPH.NAME" in message
+
+
+def test_a_qualified_name_faults_one_branch_op_and_warns_when_its_branch_never_ran(
+    run_cond,
+) -> None:  # type: ignore[no-untyped-def]
+    fp16 = (*NEAR_THRESHOLD, "backend=xnnpack", "backend.precision=fp16")
+    run_dir = run_cond("qualified", *fp16, "backend.fault.node=false_graph_0.sub")
+    summary = _summary(run_dir)  # fp16 runs the false branch: the fault hits its `sub`
+    assert [json.loads(g["op_names"]) for g in _gaps(run_dir) if g["diverged"] == "True"] == [
+        ["sub"]
+    ]
+    assert summary["verdict_cause"] == "numeric"
+    lowering = json.loads((run_dir / "lowering.json").read_text())
+    assert lowering["fault_injected"]["qualified_node"] == "false_graph_0.sub"
+    fp32 = run_cond(
+        "qualified-fp32",
+        *NEAR_THRESHOLD,
+        "backend=portable",
+        "backend.fault.node=false_graph_0.sub",
+    )
+    summary = _summary(fp32)  # fp32 runs the true branch: the fault changes nothing
+    assert summary["verdict"] == "pass"
+    assert any("changed nothing: no sample took that branch" in w for w in summary["warnings"]), (
+        summary["warnings"]
+    )
+    assert "warning: the injected fault on `sub`" in format_terminal_report(fp32 / "summary.json")
+
+
+def test_a_fault_on_a_bool_output_warns_that_it_changes_nothing(run_cond) -> None:  # type: ignore[no-untyped-def]
+    run_dir = run_cond("bool", "backend=portable", "backend.fault.node=gt")
+    summary = _summary(run_dir)
+    assert summary["verdict"] == "pass"
+    assert any(
+        "the fault on gt changes nothing: its output is bool" in w for w in summary["warnings"]
+    )

@@ -8,6 +8,7 @@ that is its own verdict cause, and the ops downstream of the cond are not blamed
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -96,8 +97,11 @@ class CondRecord:
 
 
 def _plain(value: Any) -> Any:
+    """A JSON-safe scalar: a one-element tensor's value, NaN/inf as strings, else its text."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     return value if isinstance(value, bool | int | float | None) else str(value)
 
 

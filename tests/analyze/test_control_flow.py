@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from omegaconf import open_dict
 
 from pipeline.errors import StageFailedError
 from pipeline.runner import run_pipeline
+from stages.analyze.control_flow import CondRecord
 from stages.analyze.terminal_report import format_terminal_report
 from stages.lower.stage import LoweringError
 from tests.helpers.configs import compose_config
@@ -182,3 +184,12 @@ def test_a_fault_on_a_bool_output_warns_that_it_changes_nothing(run_cond) -> Non
     assert any(
         "the fault on gt changes nothing: its output is bool" in w for w in summary["warnings"]
     )
+
+
+def test_a_nan_predicate_value_is_recorded_json_safe() -> None:
+    record = CondRecord("cond", 4, "gt", "sum_1", [False], [False])
+    record.reference_value.append(torch.tensor(-3.5))
+    record.runtime_value.append(torch.tensor(float("nan")))
+    data = json.loads(json.dumps(record.record(), allow_nan=False))
+    assert data["reference_predicate_value"] == [-3.5]
+    assert data["runtime_predicate_value"] == ["nan"]

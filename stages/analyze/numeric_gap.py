@@ -526,6 +526,24 @@ def _mark_flips(
                 row.follows_flip = site.node.name
 
 
+def _group_values(
+    groups: list[GapGroup], group_of: dict[DebugHandle, int], sample_outputs: list[RuntimeOutput]
+) -> dict[int, Value]:
+    """Per group with a reference node, the runtime value it compares: its anchor's output."""
+    by_group: dict[int, list[RuntimeOutput]] = {}
+    for out in sample_outputs:
+        by_group.setdefault(group_of[out.link.debug_handles[0]], []).append(out)
+    values: dict[int, Value] = {}
+    for gi, mine in by_group.items():
+        anchor = groups[gi].anchor
+        if anchor is None:
+            continue
+        anchor_handle = get_debug_handle(anchor)
+        chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
+        values[gi] = chosen[-1].value
+    return values
+
+
 def numeric_gap_and_flow(
     outputs: list[RuntimeOutput],
     program: ExportedProgram,
@@ -574,16 +592,8 @@ def numeric_gap_and_flow(
         _branch_env(sites, env, sample_outputs, subst, records)
         subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
         fixed = _cond_outputs(sites, records, subst)
-        by_group: dict[int, list[RuntimeOutput]] = {}
-        for out in sample_outputs:
-            by_group.setdefault(group_of[out.link.debug_handles[0]], []).append(out)
-        for gi, group in enumerate(groups):
-            mine = by_group.get(gi, [])
-            if not mine or group.anchor is None:
-                continue
-            anchor_handle = get_debug_handle(group.anchor)
-            chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
-            _collect_group(slots, gi, group, chosen[-1].value, env, subst, fixed)
+        for gi, value in _group_values(groups, group_of, sample_outputs).items():
+            _collect_group(slots, gi, groups[gi], value, env, subst, fixed)
 
     for gi, group in enumerate(groups):
         if group.anchor is None:  # a handle with no node of the program (e.g. a nested cond)

@@ -134,6 +134,10 @@ def render_report(
     if first:
         parts.append("<h2>First divergence</h2>")
         parts.append(_table([first], list(first)))
+    flows = summary.get("control_flow") or []
+    if flows:  # the branch each side took at every torch.cond, per sample
+        parts.append("<h2>Control flow</h2>")
+        parts.append(_table(flows, list(flows[0])))
     for plot in plots:
         parts.append(
             f"<h2>{html.escape(plot.stem.replace('_', ' '))}</h2>{_image(plot, plot.stem)}"

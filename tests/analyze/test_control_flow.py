@@ -121,7 +121,8 @@ def test_a_precision_flip_is_its_own_cause_and_downstream_ops_are_not_blamed(run
     assert rows["cond"]["follows_flipped_branch"] == "cond"
     assert rows["linear_1"]["follows_flipped_branch"] == "cond"
     assert rows["linear"]["follows_flipped_branch"] == ""
-    assert message in (run_dir / "report.html").read_text()
+    report = (run_dir / "report.html").read_text()
+    assert message in report and "<h2>Control flow</h2>" in report
     assert message in format_terminal_report(run_dir / "summary.json")
 
 

@@ -29,6 +29,26 @@ def check_fault_kind(cfg: DictConfig) -> None:
         )
 
 
+def check_fault_changes_something(cfg: DictConfig) -> None:
+    """A fault whose value provably changes nothing (scale by 1, offset by 0) is refused, and
+    `backend.fault.node` is NAME or GRAPH.NAME (a cond branch's op)."""
+    fault = cfg.backend.fault
+    if fault.node is None and fault.debug_handle is None:
+        return
+    kind, value = str(fault.kind), float(fault.value)
+    if (kind, value) in (("scale", 1.0), ("offset", 0.0)):
+        raise ConfigValueError(
+            f"backend.fault.kind={kind} with backend.fault.value={value:g} changes nothing; "
+            "pick another backend.fault.value"
+        )
+    parts = str(fault.node).split(".") if fault.node is not None else []
+    if len(parts) > 2 or any(not p for p in parts):
+        raise ConfigValueError(
+            f"backend.fault.node={fault.node}: use NAME, or GRAPH.NAME for an op inside a "
+            "torch.cond branch (e.g. false_graph_0.sub)"
+        )
+
+
 def check_backend_precision(cfg: DictConfig) -> None:
     """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
     from stages.backends.backend_api import BackendError, backend_class
@@ -58,6 +78,7 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
     """Every check a schema cannot express, for the selected stages; raises ConfigValueError."""
     if "lower" in stages:
         check_fault_kind(cfg)
+        check_fault_changes_something(cfg)
         check_backend_precision(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)

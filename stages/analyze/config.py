@@ -52,6 +52,8 @@ class AnalyzeConfig:
     gap_metric: str = "snr"
     # Per precision, in the unit of gap_metric (snr: dB).
     thresholds: dict[Precision, float] = field(
-        default_factory=lambda: {Precision.fp32: 60.0, Precision.fp16: 30.0, Precision.int8: 10.0}
+        # Measured (benchmarks/RESULTS.md, issue 14.4): clean local SNR stays >= 67.7 dB at fp16
+        # and >= 31.9 dB at int8 on the zoo; a 10% scale error on one op gives ~20 dB.
+        default_factory=lambda: {Precision.fp32: 60.0, Precision.fp16: 30.0, Precision.int8: 26.0}
     )
     top_k: int = 10

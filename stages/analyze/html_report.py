@@ -96,6 +96,10 @@ def _head(summary: dict[str, Any]) -> list[str]:
         f"<p>Verdict: <span class='verdict {html.escape(verdict)}'>{html.escape(verdict)}</span> "
         f"{html.escape(str(summary.get('verdict_reason', '')))}</p>",
         f"<p class='identity'>{html.escape(note)}</p>" if note else "",
+        *(
+            f"<p class='identity'>warning: {html.escape(str(w))}</p>"
+            for w in summary.get("warnings", [])
+        ),
         "<dl>"
         + "".join(
             f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in facts.items()
@@ -131,6 +135,10 @@ def render_report(
     if first:
         parts.append("<h2>First divergence</h2>")
         parts.append(_table([first], list(first)))
+    flows = summary.get("control_flow") or []
+    if flows:  # the branch each side took at every torch.cond, per sample
+        parts.append("<h2>Control flow</h2>")
+        parts.append(_table(flows, list(flows[0])))
     for plot in plots:
         parts.append(
             f"<h2>{html.escape(plot.stem.replace('_', ' '))}</h2>{_image(plot, plot.stem)}"

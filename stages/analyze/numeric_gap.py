@@ -18,6 +18,16 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.analyze.comparators import Comparator
+from stages.analyze.control_flow import (
+    CondRecord,
+    CondSite,
+    cond_sites,
+    downstream,
+    node_order,
+    predicate_source,
+    run_branch,
+    runtime_branch,
+)
 from stages.analyze.exact_compare import (
     IndexOutput,
     count_index_mismatches,
@@ -73,6 +83,7 @@ class GapRow:
     local: dict[str, float] = field(default_factory=dict)
     samples: int = 0
     comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
+    follows_flip: str = ""  # the cond whose branch flipped upstream of this output, if any
 
 
 def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
@@ -139,9 +150,12 @@ def _is_getitem(node: torch.fx.Node) -> bool:
 
 
 def build_groups(
-    outputs: list[RuntimeOutput], graph: torch.fx.Graph
+    outputs: list[RuntimeOutput],
+    graph: torch.fx.Graph,
+    order: Sequence[torch.fx.Node] | None = None,
 ) -> tuple[list[GapGroup], dict[torch.fx.Node, int]]:
-    """Union overlapping handle sets; groups in topological order of their anchor node."""
+    """Union overlapping handle sets; groups in topological order of their anchor node (`order`:
+    the graph's nodes with cond branch ops placed before their cond)."""
     parent: dict[DebugHandle, DebugHandle] = {}
 
     def find(h: DebugHandle) -> DebugHandle:
@@ -157,9 +171,10 @@ def build_groups(
     members: dict[DebugHandle, set[DebugHandle]] = {}
     for h in list(parent):
         members.setdefault(find(h), set()).add(h)
-    topo = {n: i for i, n in enumerate(graph.nodes)}
+    nodes_in_order = list(graph.nodes) if order is None else list(order)
+    topo = {n: i for i, n in enumerate(nodes_in_order)}
     by_handle: dict[DebugHandle, list[torch.fx.Node]] = {}
-    for node in graph.nodes:
+    for node in nodes_in_order:
         handle = get_debug_handle(node) if node.op == "call_function" else None
         if handle is not None:
             by_handle.setdefault(handle, []).append(node)
@@ -260,9 +275,11 @@ def _rerun(
     group: GapGroup,
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
+    fixed: dict[torch.fx.Node, Any] | None = None,
 ) -> tuple[Any, Any]:
     """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
-    the anchor's first argument (what an index op ranked)."""
+    the anchor's first argument (what an index op ranked). `fixed` values stand for member
+    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one)."""
     members = set(group.nodes)
     local: dict[torch.fx.Node, Any] = {}
 
@@ -279,6 +296,9 @@ def _rerun(
 
     with torch.no_grad():
         for node in group.nodes:
+            if fixed is not None and node in fixed:
+                local[node] = fixed[node]
+                continue
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
@@ -359,6 +379,7 @@ def _collect_group(
     runtime: Value,
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
+    fixed: dict[torch.fx.Node, Any] | None = None,
 ) -> None:
     """One sample's runtime output of a group, paired with its reference and local values."""
     anchor = group.anchor
@@ -369,7 +390,7 @@ def _collect_group(
     ranked = env.get(first) if isinstance(first, torch.fx.Node) else None
     ranked_loc = None
     try:
-        local_ref, ranked_loc = _rerun(group, env, subst)
+        local_ref, ranked_loc = _rerun(group, env, subst, fixed)
         local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
     except Exception as exc:  # a reference op refusing runtime inputs is a finding
         local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
@@ -434,12 +455,112 @@ def compute_numeric_gap(
     comparators: Sequence[Comparator],
     tie_tolerance: float = 0.0,
 ) -> tuple[list[GapGroup], list[GapRow]]:
-    """Groups in topological order and one row per compared output.
+    """Groups in topological order and one row per compared output (see `numeric_gap_and_flow`)."""
+    groups, rows, _ = numeric_gap_and_flow(outputs, program, samples, comparators, tie_tolerance)
+    return groups, rows
+
+
+def _branch_env(
+    sites: list[CondSite],
+    env: dict[torch.fx.Node, Any],
+    sample_outputs: list[RuntimeOutput],
+    subst: dict[torch.fx.Node, Any],
+    records: list[CondRecord],
+) -> None:
+    """Per cond: the branch each side took (into `records`); the reference values of the
+    runtime's branch ops (into `env`) and the runtime's operands for its placeholders (`subst`)."""
+    logged = {h for out in sample_outputs for h in out.link.debug_handles}
+    for site, record in zip(sites, records, strict=True):
+        pred_value = env.get(site.predicate) if site.predicate is not None else None
+        reference = bool(pred_value) if isinstance(pred_value, torch.Tensor) else None
+        runtime_pred = subst.get(site.predicate) if site.predicate is not None else None
+        taken = runtime_branch(site, logged, runtime_pred)
+        _, compared = predicate_source(site)
+        shown = compared if compared is not None else site.predicate
+        record.reference_branch.append(reference)
+        record.runtime_branch.append(taken)
+        record.reference_value.append(env.get(shown) if shown is not None else None)
+        record.runtime_value.append(subst.get(shown) if shown is not None else None)
+        if taken is None:
+            continue
+        operands = [env.get(o) if isinstance(o, torch.fx.Node) else o for o in site.operands]
+        env.update(run_branch(site, taken, operands))
+        for ph, operand in zip(site.placeholders(taken), site.operands, strict=False):
+            if isinstance(operand, torch.fx.Node) and operand in subst:
+                subst[ph] = subst[operand]
+
+
+def _cond_outputs(
+    sites: list[CondSite], records: list[CondRecord], subst: dict[torch.fx.Node, Any]
+) -> dict[torch.fx.Node, Any]:
+    """The cond outputs the local re-run uses: the runtime branch's logged outputs, so a cond
+    shows a local gap only when its own outputs differ from its branch's (a fault on the cond)."""
+    fixed: dict[torch.fx.Node, Any] = {}
+    for site, record in zip(sites, records, strict=True):
+        taken = record.runtime_branch[-1] if record.runtime_branch else None
+        if taken is None:
+            continue
+        outs = site.branch_outputs(taken)
+        if all(isinstance(o, torch.fx.Node) and o in subst for o in outs):
+            fixed[site.node] = tuple(subst[o] for o in outs)
+    return fixed
+
+
+def _cond_record(site: CondSite) -> CondRecord:
+    op, compared = predicate_source(site)
+    return CondRecord(
+        site.node.name, get_debug_handle(site.node), op, compared.name if compared else ""
+    )
+
+
+def _mark_flips(
+    rows: list[GapRow], groups: list[GapGroup], sites: list[CondSite], records: list[CondRecord]
+) -> None:
+    """Rows of ops downstream of a cond whose branch flipped name that cond (not blamed)."""
+    for site, record in zip(sites, records, strict=True):
+        if not record.flipped_samples:
+            continue
+        after = downstream(site.node)
+        for row in rows:
+            anchor = groups[row.group].anchor
+            if anchor in after and not row.follows_flip:
+                row.follows_flip = site.node.name
+
+
+def _group_values(
+    groups: list[GapGroup], group_of: dict[DebugHandle, int], sample_outputs: list[RuntimeOutput]
+) -> dict[int, Value]:
+    """Per group with a reference node, the runtime value it compares: its anchor's output."""
+    by_group: dict[int, list[RuntimeOutput]] = {}
+    for out in sample_outputs:
+        by_group.setdefault(group_of[out.link.debug_handles[0]], []).append(out)
+    values: dict[int, Value] = {}
+    for gi, mine in by_group.items():
+        anchor = groups[gi].anchor
+        if anchor is None:
+            continue
+        anchor_handle = get_debug_handle(anchor)
+        chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
+        values[gi] = chosen[-1].value
+    return values
+
+
+def numeric_gap_and_flow(
+    outputs: list[RuntimeOutput],
+    program: ExportedProgram,
+    samples: Sequence[Sequence[torch.Tensor]],
+    comparators: Sequence[Comparator],
+    tie_tolerance: float = 0.0,
+) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
+    """Groups in topological order, one row per compared output, and one record per cond.
 
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
-    outputs with the tie rule at `tie_tolerance` (stages/analyze/exact_compare.py)."""
+    outputs with the tie rule at `tie_tolerance` (stages/analyze/exact_compare.py). Ops inside a
+    torch.cond branch are compared against the same branch of the reference on its operands."""
     graph = program.graph_module.graph
-    groups, topo = build_groups(outputs, graph)
+    sites = cond_sites(program.graph_module)
+    records = [_cond_record(s) for s in sites]
+    groups, topo = build_groups(outputs, graph, node_order(graph, sites))
     group_of: dict[DebugHandle, int] = {h: i for i, g in enumerate(groups) for h in g.handles}
     by_sample: dict[int, list[RuntimeOutput]] = {}
     for out in outputs:
@@ -468,19 +589,16 @@ def compute_numeric_gap(
             for i, out in enumerate(sample_outputs)
             if (a := anchor_of(out.link.debug_handles)) is not None
         }
-        subst = _substitutions(sample_outputs, env, anchors)
-        by_group: dict[int, list[RuntimeOutput]] = {}
-        for out in sample_outputs:
-            by_group.setdefault(group_of[out.link.debug_handles[0]], []).append(out)
-        for gi, group in enumerate(groups):
-            mine = by_group.get(gi, [])
-            if not mine or group.anchor is None:
-                continue
-            anchor_handle = get_debug_handle(group.anchor)
-            chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
-            _collect_group(slots, gi, group, chosen[-1].value, env, subst)
+        subst = _substitutions(sample_outputs, env, anchors)  # top-level nodes
+        _branch_env(sites, env, sample_outputs, subst, records)
+        subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
+        fixed = _cond_outputs(sites, records, subst)
+        for gi, value in _group_values(groups, group_of, sample_outputs).items():
+            _collect_group(slots, gi, groups[gi], value, env, subst, fixed)
 
     for gi, group in enumerate(groups):
-        if group.anchor is None:  # e.g. ops inside a torch.cond branch: no top-level node
+        if group.anchor is None:  # a handle with no node of the program (e.g. a nested cond)
             slots[(gi, 0)] = _Slot(status="no_reference")
-    return groups, _build_rows(groups, topo, slots, comparators, tie_tolerance)
+    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance)
+    _mark_flips(rows, groups, sites, records)
+    return groups, rows, records

@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 
 from stages.analyze.comparators import build_comparators
 from stages.analyze.config import AnalyzeConfig
+from stages.analyze.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.exact_compare import tie_tolerance
 from stages.analyze.graph_outputs import write_graph_outputs
@@ -20,7 +21,7 @@ from stages.analyze.html_report import render_report, write_report
 from stages.analyze.linking import ProgramIndex, check_same_program
 from stages.analyze.loading import AnalysisInputs, load_inputs
 from stages.analyze.metadata_parsers import resolve_parser
-from stages.analyze.numeric_gap import GapRow, compute_numeric_gap, runtime_outputs
+from stages.analyze.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
 from stages.analyze.plots import plot_gap, plot_top_ops
 from stages.analyze.program_identity import (
     UNPROVEN,
@@ -71,23 +72,37 @@ def _numeric_gap(
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
-) -> tuple[list[GapRow], NotEvaluated | None]:
-    """Gap rows, or none and why they cannot be computed."""
+) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None]:
+    """Gap rows and cond records, or none and why they cannot be computed."""
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
-        return [], blocker
+        return [], [], blocker
     outputs = runtime_outputs(inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path))
     if not outputs:
-        return [], no_outputs(inputs)
-    _, rows = compute_numeric_gap(
+        return [], [], no_outputs(inputs)
+    _, rows, flows = numeric_gap_and_flow(
         outputs,
         program or record.exported_program(),
         record.representative_inputs,
         comparators,
         tie_tolerance(index.precision),
     )
-    return rows, None
+    return rows, flows, None
+
+
+def _fault_warnings(
+    record: Any, flows: list[CondRecord], program: ExportedProgram | None
+) -> list[str]:
+    """The lower stage's warnings about the injected fault, and a fault in a branch never run."""
+    fault = record.lowering_info.get("fault_injected") if record is not None else None
+    if not isinstance(fault, dict):
+        return []
+    warnings = [str(w) for w in fault.get("warnings", [])]
+    if flows:
+        gm = (program or record.exported_program()).graph_module
+        warnings += untaken_fault_warnings(cond_sites(gm), flows, fault)
+    return warnings
 
 
 def _plots(
@@ -192,9 +207,9 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    gap_rows, not_evaluated = _numeric_gap(inputs, index, comparators, program)
+    gap_rows, flows, not_evaluated = _numeric_gap(inputs, index, comparators, program)
     reason = not_evaluated.why if not_evaluated is not None else ""
-    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason)
+    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
     gap_seconds = time.perf_counter() - gap_started
     metric, better = verdict.metric, verdict.higher_is_better
     gaps = [
@@ -221,6 +236,8 @@ def run_analyze(
     )
     summary["program_identity"] = identity.record()
     summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
+    summary["control_flow"] = [f.record() for f in flows]
+    summary["warnings"] = _fault_warnings(record, flows, program)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_gaps = {

@@ -55,6 +55,7 @@ def gap_record(
         "runtime_dtype": row.runtime_dtype,
         "samples": row.samples,
         "comparison": row.comparison,
+        "follows_flipped_branch": row.follows_flip,
     }
     for name, value in row.accumulated.items():
         record[name] = value
@@ -183,6 +184,7 @@ def build_summary(
         "debug_buffer": str(files.debug_buffer) if files.debug_buffer is not None else None,
         "verdict": verdict.status,
         "verdict_reason": reason,
+        "verdict_cause": verdict.cause,
         "gap_metric": metric,
         "higher_is_better": verdict.higher_is_better,
         "threshold": verdict.threshold,

@@ -49,6 +49,7 @@ def format_terminal_report(summary_path: Path) -> str:
     identity = identity_note(s.get("program_identity"))
     if identity:
         lines.append(f"   {identity}")
+    lines.extend(f"   warning: {w}" for w in s.get("warnings", []))
     if s.get("latency_p50_ms") is not None:
         lines.append(
             f"latency p50 {_num(s['latency_p50_ms'])} ms, p90 {_num(s.get('latency_p90_ms'))} ms; "

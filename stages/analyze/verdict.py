@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stages.analyze.comparators import Comparator, crosses
+from stages.analyze.control_flow import CondRecord
 from stages.analyze.exact_compare import exact_errors
 from stages.analyze.numeric_gap import GapRow
 from stages.formats.closed_sets import Precision
@@ -28,6 +29,7 @@ class Verdict:
     first_divergence: GapRow | None
     diverged_rows: int
     reason: str
+    cause: str = ""  # "numeric" (an op's output), "control_flow" (a cond took another branch)
 
 
 def threshold_for(
@@ -69,17 +71,39 @@ def row_diverged(row: GapRow, metric: str, threshold: float, higher_is_better: b
 
 
 def decide(
-    rows: list[GapRow], comparator: Comparator, threshold: float, evaluated: bool, reason: str = ""
+    rows: list[GapRow],
+    comparator: Comparator,
+    threshold: float,
+    evaluated: bool,
+    reason: str = "",
+    flows: Sequence[CondRecord] = (),
 ) -> Verdict:
+    """Pass, or fail at the first diverged output in graph order; a cond that took another
+    branch than the reference fails on its own, and outputs downstream of it are not blamed."""
     metric, better = comparator.name, comparator.higher_is_better
     if not evaluated:
         return Verdict(NOT_EVALUATED, metric, threshold, better, None, 0, reason)
-    diverged = [r for r in rows if row_diverged(r, metric, threshold, better)]
+    diverged = [
+        r for r in rows if not r.follows_flip and row_diverged(r, metric, threshold, better)
+    ]
     first = min(diverged, key=lambda r: (r.topo_index, r.group, r.output_index), default=None)
-    if first is None:
+    flips = "; ".join(f.message() for f in flows if f.flipped_samples)
+    if first is None and not flips:
         compared = sum(1 for r in rows if r.accumulated)
         return Verdict(PASS, metric, threshold, better, None, 0, f"{compared} outputs compared")
-    return Verdict(FAIL, metric, threshold, better, first, len(diverged), "")
+    if first is None:
+        return Verdict(FAIL, metric, threshold, better, None, 0, flips, "control_flow")
+    crossing = f"{len(diverged)} output(s) cross the threshold"
+    return Verdict(
+        FAIL,
+        metric,
+        threshold,
+        better,
+        first,
+        len(diverged),
+        f"{crossing}; {flips}" if flips else "",
+        "numeric",
+    )
 
 
 def finite(value: Any) -> Any:

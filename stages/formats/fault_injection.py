@@ -80,8 +80,9 @@ def apply_output_fault(output: Any, fault: dict[str, Any]) -> Any:
     if kind == "offset":
         return output + value
     if kind == "nan":
-        broken = output.clone()
-        broken.view(-1)[0] = float("nan")
+        broken = output.clone()  # keeps the output's strides: index, never view(-1)
+        if broken.numel():
+            broken[(0,) * broken.dim()] = float("nan")
         return broken
     if kind == "transpose":
         return _transposed(output)

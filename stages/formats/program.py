@@ -84,6 +84,7 @@ class CondInstruction:
     false_branch: SubProgram
     outputs: list[ValueId]
     name: str = "cond"
+    fault: dict[str, Any] | None = None  # applied to the cond's outputs (debugger tests)
 
 
 Instruction = OperatorInstruction | DelegateInstruction | CondInstruction
@@ -151,6 +152,7 @@ def _encode_instruction(instr: Instruction) -> dict[str, Any]:
         "false_branch": _encode_sub(instr.false_branch),
         "outputs": instr.outputs,
         "name": instr.name,
+        "fault": instr.fault,
     }
 
 
@@ -198,6 +200,7 @@ def _decode_instruction(data: dict[str, Any]) -> Instruction:
             false_branch=_decode_sub(data["false_branch"]),
             outputs=[int(v) for v in data["outputs"]],
             name=str(data.get("name", "cond")),
+            fault=data.get("fault"),
         )
     raise ProgramError(f"unknown instruction kind {kind!r}")
 

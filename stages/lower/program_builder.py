@@ -148,6 +148,8 @@ class _Builder:
             )
         predicate, true_attr, false_attr, operands = node.args
         true_gm, false_gm = _branch(gm, true_attr, node), _branch(gm, false_attr, node)
+        fault = fault_hits(self.fault, [node])
+        require_norm_for_epsilon(fault, ["cond"], f"{node.name} is a torch.cond")
         instruction_id = self._instruction_id()
         outputs, _ = self._outputs(node, vid)
         return CondInstruction(
@@ -158,6 +160,7 @@ class _Builder:
             true_branch=self.sub_program(true_gm, [], {}, backend, specs, top_level=False),
             false_branch=self.sub_program(false_gm, [], {}, backend, specs, top_level=False),
             outputs=outputs,
+            fault=fault,
         )
 
 

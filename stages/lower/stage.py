@@ -36,6 +36,12 @@ from stages.formats.shared_weights import weight_file
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord
 from stages.lower.executorch_lowering import lower_with_executorch
+from stages.lower.fault_target import (
+    AmbiguousFaultTargetError,
+    no_op_warnings,
+    operator_nodes,
+    resolve_fault_node,
+)
 from stages.lower.partitioner import (
     constant_tensors,
     partition_graph,
@@ -68,7 +74,8 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     if fault.kind not in FAULT_KINDS:
         raise LoweringError(f"backend.fault.kind={fault.kind!r}: choose one of {FAULT_KINDS}")
     nodes = list(iter_operator_nodes(program.graph_module))
-    if fault.node and not any(n.name == fault.node for n in nodes):
+    qualified = {n.qualified for n in operator_nodes(program.graph_module)}
+    if fault.node and not any(n.name == fault.node for n in nodes) and fault.node not in qualified:
         names = ", ".join(n.name for n in nodes[:12])
         raise LoweringError(
             f"backend.fault.node={fault.node!r} is not a node of the exported program (e.g. {names}, ...)"
@@ -78,12 +85,20 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
         raise LoweringError(
             f"backend.fault.debug_handle={fault.debug_handle} does not exist (handles 1..{max(handles)})"
         )
-    return {
+    requested = {
         "node": fault.node,
         "debug_handle": fault.debug_handle,
         "kind": fault.kind,
         "value": fault.value,
     }
+    try:
+        resolved = resolve_fault_node(program.graph_module, requested)
+    except AmbiguousFaultTargetError as exc:
+        raise LoweringError(str(exc)) from exc
+    warnings = no_op_warnings(program.graph_module, resolved)
+    for warning in warnings:
+        log.warning("[lower] %s", warning)
+    return {**resolved, "warnings": warnings} if warnings else resolved
 
 
 def _calibrate(program: torch.export.ExportedProgram, inputs: Path) -> dict[str, float]:

@@ -155,7 +155,7 @@ class Executor:
         true_branch = CompiledSub(instr.true_branch, self)
         false_branch = CompiledSub(instr.false_branch, self)
         pred, operands, outs = instr.predicate, instr.operands, instr.outputs
-        name, handle, iid = instr.name, instr.debug_handle, instr.instruction_id
+        name, handle, iid, fault = instr.name, instr.debug_handle, instr.instruction_id, instr.fault
 
         def step(values: list[Any], tracer: EventTracerProtocol | None) -> None:
             branch = true_branch if bool(values[pred]) else false_branch
@@ -164,8 +164,12 @@ class Executor:
                 local[vid] = values[operand]
             entry = tracer.start_profiling(name, 0, handle, iid) if tracer is not None else None
             results = branch.run(local, tracer)
+            if fault is not None:
+                results = [apply_output_fault(r, fault) for r in results]
             if tracer is not None and entry is not None:
                 tracer.end_profiling(entry)
+            if _capture(tracer):  # the cond's outputs, after its branch's own ops
+                tracer.log_intermediate_output(handle, iid, list(results))  # type: ignore[union-attr]
             for vid, value in zip(outs, results, strict=True):
                 if vid >= 0:
                     values[vid] = value

@@ -218,12 +218,13 @@ def test_multi_output_ops_compare_each_output(run_tiny: RunTiny) -> None:
     assert read_summary(run_dir)["verdict"] == "pass"
 
 
-def test_cond_branches_are_reported_not_compared(run_tiny: RunTiny) -> None:
+def test_cond_branch_ops_and_the_cond_are_compared(run_tiny: RunTiny) -> None:
     run_dir = run_tiny("clean-cond-xnnpack", "cond_model", "backend=xnnpack")
     summary = read_summary(run_dir)
     assert summary["verdict"] == "pass"
-    statuses = {r["status"] for r in _rows(run_dir / "numeric_gap.csv")}
-    assert "ok" in statuses and statuses <= {"ok", "no_reference"}
+    rows = _rows(run_dir / "numeric_gap.csv")
+    assert {r["status"] for r in rows} == {"ok"}
+    assert any(json.loads(r["op_names"]) == ["cond"] for r in rows)
 
 
 def test_a_wrongly_shaped_runtime_output_is_a_mismatch_row_not_a_crash(run_tiny: RunTiny) -> None:

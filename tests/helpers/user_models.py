@@ -70,3 +70,24 @@ class NearTie(nn.Module):
 
 def make_near_tie():
     return NearTie()
+
+
+class NearThresholdCond(nn.Module):
+    """A torch.cond whose predicate sits 1e-6 (relative) above its threshold: exact in fp32, but
+    fp16 rounds `energy * 0.999999` to `energy`, the margin to 0, and the other branch runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(16, 16)
+        self.out = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.inp(x)
+        energy = h * h
+        margin = energy.sum() - (energy * 0.999999).sum()
+        h = torch.cond(margin > 0, lambda t: t.relu(), lambda t: t.sigmoid() - 1.0, (h,))
+        return self.out(h)
+
+
+def make_near_threshold_cond():
+    return NearThresholdCond()

@@ -78,6 +78,14 @@ def test_the_comparator_enum_is_the_builtin_comparators() -> None:
             ["backend.fault.kind=bogus"],
             re.escape(f"backend.fault.kind=bogus: choose one of {list(FAULT_KINDS)}"),
         ),
+        (
+            ["backend.fault.node=linear", "backend.fault.kind=scale", "backend.fault.value=1"],
+            r"backend.fault.kind=scale with backend.fault.value=1 changes nothing",
+        ),
+        (
+            ["backend.fault.node=a.b.c"],
+            r"backend.fault.node=a.b.c: use NAME, or GRAPH.NAME for an op inside a torch.cond",
+        ),
         (["analyze.gap_metric=psnr"], r"analyze.gap_metric=psnr is not among analyze.comparators"),
         (
             ["analyze.comparators=[mse]", "analyze.gap_metric=snr"],

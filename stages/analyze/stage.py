@@ -172,17 +172,21 @@ def _metrics(summary: dict[str, Any], verdict: Verdict, gap_seconds: float) -> d
     return metrics
 
 
-def run_analyze(
-    cfg: AnalyzeConfig,
-    etdump: Path,
-    debug_buffer: Path | None,
-    etrecord: Path | None,
-    run_dir: Path,
-) -> AnalyzeArtifacts:
-    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
-    started = time.perf_counter()
-    comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
-    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
+@dataclass(frozen=True)
+class _Linked:
+    """The loaded files, the program index linking them, and what was proven about them."""
+
+    inputs: AnalysisInputs
+    index: ProgramIndex
+    identity: Any
+    program: ExportedProgram | None
+    parser: Any
+
+
+def _load_and_link(
+    cfg: AnalyzeConfig, etdump: Path, debug_buffer: Path | None, etrecord: Path | None
+) -> _Linked:
+    """Load the files, refuse a foreign pairing, and prove (or check) program identity."""
     inputs = load_inputs(etdump, debug_buffer, etrecord)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
@@ -193,54 +197,17 @@ def run_analyze(
     if identity.status == UNPROVEN and record is not None:  # check what can be checked
         program = record.exported_program()
         identity = check_logged_outputs(identity, inputs.etdump, index, program)
-    threshold = threshold_for(dict(cfg.thresholds), index.precision)
     parser = resolve_parser(
         cfg.delegate_metadata_parser,
         index.backend,
         record.lowering_info.get("backend_target") if record is not None else None,
     )
+    return _Linked(inputs, index, identity, program, parser)
 
-    # Link: events and their stats.
-    event_rows = build_event_rows(inputs.etdump, index, parser, cfg.time_unit)
-    events = [event_record(r, cfg.time_unit) for r in event_rows]
-    link_seconds = time.perf_counter() - started
 
-    # Compare: numeric gap against the exported program, and the verdict.
-    gap_started = time.perf_counter()
-    gap_rows, flows, not_evaluated = _numeric_gap(inputs, index, comparators, program)
-    reason = not_evaluated.why if not_evaluated is not None else ""
-    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
-    gap_seconds = time.perf_counter() - gap_started
-    metric, better = verdict.metric, verdict.higher_is_better
-    gaps = [
-        gap_record(r, index, metric, threshold, row_diverged(r, metric, threshold, better))
-        for r in gap_rows
-    ]
-
-    # Report.
-    events_path = run_dir / ArtifactName.EVENTS_CSV
-    gap_path = run_dir / ArtifactName.NUMERIC_GAP_CSV
-    write_csv(events_path, EVENT_COLUMNS, events)
-    columns = tuple(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
-    write_csv(gap_path, columns or ("group", "status"), gaps)
-    summary = build_summary(
-        RunFiles(etdump, etrecord, debug_buffer),
-        record.model_name if record is not None else "",
-        index,
-        verdict,
-        event_rows,
-        events,
-        gaps,
-        cfg.time_unit,
-        cfg.top_k,
-    )
-    summary["program_identity"] = identity.record()
-    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
-    summary["control_flow"] = [f.record() for f in flows]
-    summary["warnings"] = _fault_warnings(record, flows, program)
-    graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
-    plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
-    trace_gaps = {
+def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
+    """Per handle group, the gap values a trace slice shows in its args."""
+    return {
         tuple(g["debug_handles"]): clean(
             {
                 f"gap_{metric}": g.get(metric),
@@ -250,8 +217,31 @@ def run_analyze(
         )
         for g in gaps
     }
-    trace_path = run_dir / ArtifactName.TRACE_JSON
-    write_trace(trace_path, build_trace(inputs.etdump, index, trace_gaps))
+
+
+def _write_tables(
+    run_dir: Path, events: list[dict[str, Any]], gaps: list[dict[str, Any]]
+) -> tuple[Path, Path]:
+    """events.csv and numeric_gap.csv (float and exact rows share the gap table)."""
+    events_path = run_dir / ArtifactName.EVENTS_CSV
+    gap_path = run_dir / ArtifactName.NUMERIC_GAP_CSV
+    write_csv(events_path, EVENT_COLUMNS, events)
+    columns = tuple(dict.fromkeys(key for g in gaps for key in g))
+    write_csv(gap_path, columns or ("group", "status"), gaps)
+    return events_path, gap_path
+
+
+def _write_summary_and_report(
+    run_dir: Path,
+    summary: dict[str, Any],
+    tables: tuple[Path, Path, Path],
+    plots: list[Path],
+    graph: Any,
+    rows: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    seconds: dict[str, float],
+) -> tuple[Path, Path]:
+    """summary.json (with where every artifact is and the stage's timings) and report.html."""
+    events_path, gap_path, trace_path = tables
     summary_path = run_dir / ArtifactName.SUMMARY_JSON
     report_path = run_dir / ArtifactName.REPORT_HTML
     summary["artifacts"] = {
@@ -263,21 +253,90 @@ def run_analyze(
         "overlays": [str(p) for p in graph.overlays],
     }
     summary["seconds"] = {
-        "link": link_seconds,
-        "numeric_gap": gap_seconds,
-        "total": time.perf_counter() - started,
+        "link": seconds["link"],
+        "numeric_gap": seconds["numeric_gap"],
+        "total": time.perf_counter() - seconds["started"],
     }
-    summary = clean(summary)
-    _write_json(summary_path, summary)
-    write_report(
-        report_path,
-        render_report(
-            summary,
-            [clean(e) for e in events],
-            [clean(g) for g in gaps],
-            plots,
-            graph.report_section,
-        ),
+    cleaned_summary = clean(summary)
+    _write_json(summary_path, cleaned_summary)
+    events, gaps = [clean(e) for e in rows[0]], [clean(g) for g in rows[1]]
+    report = render_report(cleaned_summary, events, gaps, plots, graph.report_section)
+    write_report(report_path, report)
+    return summary_path, report_path
+
+
+def _compare(
+    linked: _Linked, comparators: list[Any], gap_comparator: Any, threshold: float
+) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
+    """Numeric gaps against the exported program, the verdict, and the gap table's records."""
+    gap_rows, flows, not_evaluated = _numeric_gap(
+        linked.inputs, linked.index, comparators, linked.program
+    )
+    reason = not_evaluated.why if not_evaluated is not None else ""
+    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
+    metric, better = verdict.metric, verdict.higher_is_better
+    gaps = [
+        gap_record(r, linked.index, metric, threshold, row_diverged(r, metric, threshold, better))
+        for r in gap_rows
+    ]
+    return flows, not_evaluated, verdict, gaps
+
+
+def run_analyze(
+    cfg: AnalyzeConfig,
+    etdump: Path,
+    debug_buffer: Path | None,
+    etrecord: Path | None,
+    run_dir: Path,
+) -> AnalyzeArtifacts:
+    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
+    started = time.perf_counter()
+    comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
+    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
+    linked = _load_and_link(cfg, etdump, debug_buffer, etrecord)
+    inputs, index, record = linked.inputs, linked.index, linked.inputs.etrecord
+    threshold = threshold_for(dict(cfg.thresholds), index.precision)
+
+    # Link: events and their stats.
+    event_rows = build_event_rows(inputs.etdump, index, linked.parser, cfg.time_unit)
+    events = [event_record(r, cfg.time_unit) for r in event_rows]
+    link_seconds = time.perf_counter() - started
+
+    # Compare: numeric gap against the exported program, and the verdict.
+    gap_started = time.perf_counter()
+    flows, not_evaluated, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold)
+    gap_seconds = time.perf_counter() - gap_started
+    metric = verdict.metric
+
+    # Report.
+    events_path, gap_path = _write_tables(run_dir, events, gaps)
+    summary = build_summary(
+        RunFiles(etdump, etrecord, debug_buffer),
+        record.model_name if record is not None else "",
+        index,
+        verdict,
+        event_rows,
+        events,
+        gaps,
+        cfg.time_unit,
+        cfg.top_k,
+    )
+    summary["program_identity"] = linked.identity.record()
+    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
+    summary["control_flow"] = [f.record() for f in flows]
+    summary["warnings"] = _fault_warnings(record, flows, linked.program)
+    graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
+    plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
+    trace_path = run_dir / ArtifactName.TRACE_JSON
+    write_trace(trace_path, build_trace(inputs.etdump, index, _trace_gaps(gaps, metric)))
+    summary_path, report_path = _write_summary_and_report(
+        run_dir,
+        summary,
+        (events_path, gap_path, trace_path),
+        plots,
+        graph,
+        (events, gaps),
+        {"link": link_seconds, "numeric_gap": gap_seconds, "started": started},
     )
     return AnalyzeArtifacts(
         events=events_path,
@@ -287,5 +346,5 @@ def run_analyze(
         report=report_path,
         plots=tuple(plots),
         overlays=graph.overlays,
-        metrics=_metrics(summary, verdict, gap_seconds),
+        metrics=_metrics(clean(summary), verdict, gap_seconds),
     )

@@ -74,19 +74,25 @@ def build_trace(
                 **({"delegate_debug_identifier": ident} if ident is not None else {}),
                 **gaps.get(handles, {}),
             }
-            events.append(
-                {
-                    "name": label,
-                    "cat": block.name,
-                    "ph": "X",
-                    "ts": start,
-                    "dur": end - start,
-                    "pid": 1,
-                    "tid": lane,
-                    "args": args,
-                }
-            )
+            events.append(_slice(label, block.name, (start, end), lane, args))
     return _trace(events, origin or 0.0, lanes)
+
+
+def _slice(
+    label: str, block: str, span: tuple[float, float], lane: int, args: dict[str, Any]
+) -> dict[str, Any]:
+    """One complete ("X") trace event in ns, placed on its lane."""
+    start, end = span
+    return {
+        "name": label,
+        "cat": block,
+        "ph": "X",
+        "ts": start,
+        "dur": end - start,
+        "pid": 1,
+        "tid": lane,
+        "args": args,
+    }
 
 
 def _trace(events: list[dict[str, Any]], origin_ns: float, lanes: dict[str, int]) -> dict[str, Any]:

@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.export import ExportedProgram
 
-from stages.backends.backend_api import BackendDetails, PreprocessResult, backend_class
+from stages.backends.backend_api import (
+    BackendDetails,
+    PartitionGraph,
+    PreprocessResult,
+    backend_class,
+)
 from stages.formats.artifacts import ArtifactName
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import DelegateMapRecord
@@ -28,6 +34,7 @@ from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
     OperatorInstruction,
+    Program,
     SubProgram,
 )
 from stages.formats.reference_capture import capture_node_outputs
@@ -43,6 +50,7 @@ from stages.lower.fault_target import (
     resolve_fault_node,
 )
 from stages.lower.partitioner import (
+    PartitionResult,
     constant_tensors,
     partition_graph,
     partition_program,
@@ -145,6 +153,155 @@ def _same_file(a: Path, b: Path) -> bool:
     return b.is_file() and a.resolve() == b.resolve()
 
 
+@dataclass(frozen=True)
+class _Partitioned:
+    """The exported program cut into partitions, each preprocessed by the backend."""
+
+    instance: BackendDetails
+    result: PartitionResult
+    constants: dict[str, torch.Tensor]
+    graphs: list[PartitionGraph]
+    preprocessed: dict[int, PreprocessResult]
+    specs: dict[str, Any]
+
+
+def _partition(
+    backend: BackendConfig, program: ExportedProgram, inputs: Path, fault: dict[str, Any] | None
+) -> _Partitioned:
+    """Tag supported nodes, group them into partitions and run the backend's preprocess on each."""
+    cls = backend_class(backend.name, backend._target_)
+    instance: BackendDetails = cls(backend.precision, fault)
+    result = partition_program(program, instance)
+    constants = constant_tensors(program)
+    calibration = (
+        _calibrate(program, inputs) if backend.precision == "int8" and result.partitions else {}
+    )
+    graphs = [
+        partition_graph(i, nodes, constants, calibration)
+        for i, nodes in enumerate(result.partitions)
+    ]
+    specs = dict(backend.compile_specs)
+    preprocessed = {g.partition_id: instance.preprocess(g, specs) for g in graphs}
+    return _Partitioned(instance, result, constants, graphs, preprocessed, specs)
+
+
+def _save_program(
+    backend: BackendConfig,
+    program: ExportedProgram,
+    program_bytes: bytes,
+    exported_program: Path,
+    parts: _Partitioned,
+    fault: dict[str, Any] | None,
+    run_dir: Path,
+) -> tuple[Program, Path]:
+    """Build the lowered program and write it, its weights by reference to exported.pt2."""
+    lowered = build_program(
+        program,
+        parts.graphs,
+        parts.preprocessed,
+        parts.constants,
+        backend.name,
+        parts.specs,
+        fault,
+        metadata={
+            "backend": backend.name,
+            "backend_target": backend._target_,
+            "precision": backend.precision,
+            "program_fingerprint": hashlib.sha256(program_bytes).hexdigest(),
+            "ticks_per_ms": parts.instance.ticks_per_ms,
+        },
+    )
+    program_path = run_dir / ArtifactName.PROGRAM
+    beside = run_dir / ArtifactName.EXPORTED_PROGRAM
+    # Weights once: the program refers to exported.pt2's weights when it sits beside it.
+    shared = (
+        weight_file(program_bytes, beside.name, str(beside))
+        if _same_file(exported_program, beside)
+        else None
+    )
+    lowered.save(program_path, shared)
+    return lowered, program_path
+
+
+def _delegate_maps(backend: BackendConfig, parts: _Partitioned) -> list[DelegateMapRecord]:
+    """Per partition: the identifier → handles map its preprocess built, and the handles it took."""
+    return [
+        DelegateMapRecord(
+            partition_id=g.partition_id,
+            backend_name=backend.name,
+            debug_handle_map=parts.preprocessed[g.partition_id].debug_handle_map,
+            delegated_handles=tuple(sorted({int(n.meta[DEBUG_HANDLE_META]) for n in g.nodes})),
+        )
+        for g in parts.graphs
+    ]
+
+
+def _lowering_report(
+    backend: BackendConfig,
+    parts: _Partitioned,
+    lowered: Program,
+    fingerprints: tuple[str, str],
+    fault: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """lowering.json: partitions, instruction → handles, what was left out and why."""
+    program_fingerprint, lowered_fingerprint = fingerprints
+    return {
+        "backend": backend.name,
+        "backend_target": backend._target_,
+        "precision": backend.precision,
+        "ticks_per_ms": parts.instance.ticks_per_ms,
+        "program_fingerprint": program_fingerprint,
+        "lowered_program_fingerprint": lowered_fingerprint,
+        "fault_injected": fault,
+        "partitions": [
+            {
+                "partition_id": g.partition_id,
+                "ops": [n.name for n in g.nodes if "getitem" not in str(n.target)],
+                "kernels": len(parts.preprocessed[g.partition_id].debug_handle_map),
+            }
+            for g in parts.graphs
+        ],
+        "delegate_instructions": {
+            str(i.instruction_id): i.partition_id
+            for i in lowered.main.instructions
+            if isinstance(i, DelegateInstruction)
+        },
+        "instruction_debug_handles": instruction_debug_handles(lowered.main),
+        "rejected_ops": [r.__dict__ for r in parts.result.rejected],
+    }
+
+
+def _lower_metrics(
+    program: ExportedProgram,
+    parts: _Partitioned,
+    maps: list[DelegateMapRecord],
+    seconds: tuple[float, float],
+    fault: dict[str, Any] | None,
+) -> dict[str, float]:
+    """Delegation counts and ratios, kernel counts, and the stage's two timings."""
+    all_nodes = [
+        n for n in iter_operator_nodes(program.graph_module) if "getitem" not in str(n.target)
+    ]
+    delegated = [
+        n for nodes in parts.result.partitions for n in nodes if "getitem" not in str(n.target)
+    ]
+    lowering_seconds, load_seconds = seconds
+    return {
+        "partitions": float(len(parts.graphs)),
+        "delegated_ops": float(len(delegated)),
+        "non_delegated_ops": float(len(all_nodes) - len(delegated)),
+        "delegated_op_ratio": len(delegated) / max(len(all_nodes), 1),
+        "kernels": float(sum(len(m.debug_handle_map) for m in maps)),
+        "fused_kernels": float(
+            sum(1 for m in maps for handles in m.debug_handle_map.values() if len(handles) > 1)
+        ),
+        "rejected_ops": float(len(parts.result.rejected)),
+        "lowering_seconds": lowering_seconds,
+        "load_exported_seconds": load_seconds,
+        "fault_injected": 1.0 if fault else 0.0,
+    }
+
+
 def run_lower(
     backend: BackendConfig,
     exported_program: Path,
@@ -165,99 +322,26 @@ def run_lower(
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
     fault = _fault(backend, program)
-    cls = backend_class(backend.name, backend._target_)
-    instance: BackendDetails = cls(backend.precision, fault)
-    result = partition_program(program, instance)
-    constants = constant_tensors(program)
-    calibration = (
-        _calibrate(program, inputs) if backend.precision == "int8" and result.partitions else {}
+    parts = _partition(backend, program, inputs, fault)
+    lowered, program_path = _save_program(
+        backend, program, program_bytes, exported_program, parts, fault, run_dir
     )
-    graphs = [
-        partition_graph(i, nodes, constants, calibration)
-        for i, nodes in enumerate(result.partitions)
-    ]
-    specs = dict(backend.compile_specs)
-    preprocessed: dict[int, PreprocessResult] = {
-        g.partition_id: instance.preprocess(g, specs) for g in graphs
-    }
-    fingerprint = hashlib.sha256(program_bytes).hexdigest()
-    lowered = build_program(
-        program,
-        graphs,
-        preprocessed,
-        constants,
-        backend.name,
-        specs,
-        fault,
-        metadata={
-            "backend": backend.name,
-            "backend_target": backend._target_,
-            "precision": backend.precision,
-            "program_fingerprint": fingerprint,
-            "ticks_per_ms": instance.ticks_per_ms,
-        },
-    )
-    program_path = run_dir / ArtifactName.PROGRAM
-    beside = run_dir / ArtifactName.EXPORTED_PROGRAM
-    # Weights once: the program refers to exported.pt2's weights when it sits beside it.
-    shared = (
-        weight_file(program_bytes, beside.name, str(beside))
-        if _same_file(exported_program, beside)
-        else None
-    )
-    lowered.save(program_path, shared)
     lowering_seconds = time.perf_counter() - started
     # The run stage stamps this hash into the ETDump so analysis can refuse a foreign pairing.
-    lowered_fingerprint = hashlib.sha256(program_path.read_bytes()).hexdigest()
-
-    all_nodes = [
-        n for n in iter_operator_nodes(program.graph_module) if "getitem" not in str(n.target)
-    ]
-    delegated = [n for nodes in result.partitions for n in nodes if "getitem" not in str(n.target)]
-    instruction_handles = instruction_debug_handles(lowered.main)
-    delegate_instructions = {
-        str(i.instruction_id): i.partition_id
-        for i in lowered.main.instructions
-        if isinstance(i, DelegateInstruction)
-    }
-    maps = [
-        DelegateMapRecord(
-            partition_id=g.partition_id,
-            backend_name=backend.name,
-            debug_handle_map=preprocessed[g.partition_id].debug_handle_map,
-            delegated_handles=tuple(sorted({int(n.meta[DEBUG_HANDLE_META]) for n in g.nodes})),
-        )
-        for g in graphs
-    ]
-    kernels = sum(len(m.debug_handle_map) for m in maps)
-    fused = sum(1 for m in maps for handles in m.debug_handle_map.values() if len(handles) > 1)
-    report = {
-        "backend": backend.name,
-        "backend_target": backend._target_,
-        "precision": backend.precision,
-        "ticks_per_ms": instance.ticks_per_ms,
-        "program_fingerprint": fingerprint,
-        "lowered_program_fingerprint": lowered_fingerprint,
-        "fault_injected": fault,
-        "partitions": [
-            {
-                "partition_id": g.partition_id,
-                "ops": [n.name for n in g.nodes if "getitem" not in str(n.target)],
-                "kernels": len(preprocessed[g.partition_id].debug_handle_map),
-            }
-            for g in graphs
-        ],
-        "delegate_instructions": delegate_instructions,
-        "instruction_debug_handles": instruction_handles,
-        "rejected_ops": [r.__dict__ for r in result.rejected],
-    }
+    fingerprints = (
+        hashlib.sha256(program_bytes).hexdigest(),
+        hashlib.sha256(program_path.read_bytes()).hexdigest(),
+    )
+    maps = _delegate_maps(backend, parts)
+    report = _lowering_report(backend, parts, lowered, fingerprints, fault)
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     _write_json(report_path, report)
-    if result.rejected:
+    if parts.result.rejected:
         log.info(
-            "[lower] %s; the list is in %s", summarize_rejections(result.rejected), report_path.name
+            "[lower] %s; the list is in %s",
+            summarize_rejections(parts.result.rejected),
+            report_path.name,
         )
-
     etrecord = run_dir / ArtifactName.ETRECORD
     write_etrecord(
         etrecord,
@@ -270,18 +354,7 @@ def run_lower(
         delegate_maps=maps,
         lowering_info={k: v for k, v in report.items() if k != "partitions"},
     )
-    metrics = {
-        "partitions": float(len(graphs)),
-        "delegated_ops": float(len(delegated)),
-        "non_delegated_ops": float(len(all_nodes) - len(delegated)),
-        "delegated_op_ratio": len(delegated) / max(len(all_nodes), 1),
-        "kernels": float(kernels),
-        "fused_kernels": float(fused),
-        "rejected_ops": float(len(result.rejected)),
-        "lowering_seconds": lowering_seconds,
-        "load_exported_seconds": load_seconds,
-        "fault_injected": 1.0 if fault else 0.0,
-    }
+    metrics = _lower_metrics(program, parts, maps, (lowering_seconds, load_seconds), fault)
     return LowerArtifacts(
         program=program_path, lowering_report=report_path, etrecord=etrecord, metrics=metrics
     )

@@ -74,6 +74,61 @@ def _report_skipped(tracer: EventTracer) -> None:
         )
 
 
+def _load_traced(program: Path, runtime: RuntimeConfig, tracer: EventTracer) -> Executor:
+    """Load the program inside the load block, stamp its fingerprint, log its allocations."""
+    tracer.create_event_block(LOAD_BLOCK)
+    entry = tracer.start_profiling("Program::load_method", -1, 0, -1)
+    lowered = load_program(program)
+    executor = Executor(lowered)
+    tracer.end_profiling(entry)
+    tracer.log_program_fingerprint(hashlib.sha256(program.read_bytes()).hexdigest())
+    if runtime.track_allocations:
+        constants_allocator = tracer.track_allocator("constants")
+        delegate_allocator = tracer.track_allocator("delegates")
+        tracer.track_allocation(
+            constants_allocator,
+            sum(t.numel() * t.element_size() for t in lowered.constant_tensors.values()),
+        )
+        for blob in lowered.delegate_blobs.values():
+            tracer.track_allocation(delegate_allocator, len(blob))
+    return executor
+
+
+def _timed_iterations(
+    executor: Executor,
+    samples: list[tuple[torch.Tensor, ...]],
+    runtime: RuntimeConfig,
+    tracer: EventTracer,
+) -> None:
+    """Warm-up executions untraced, then one profiled event block per timed execution."""
+    for index in range(runtime.warmup):
+        executor.execute(samples[index % len(samples)])
+    with ProgressDisplay("run", runtime.iterations) as progress:
+        for index in range(runtime.iterations):
+            tracer.create_event_block(TIMED_BLOCK)
+            tracer.set_bundled_input_index(index % len(samples))
+            executor.execute(samples[index % len(samples)], tracer)
+            progress.advance()
+
+
+def _capture(
+    executor: Executor,
+    samples: list[tuple[torch.Tensor, ...]],
+    debug_level: EventTracerDebugLogLevel,
+    tracer: EventTracer,
+) -> None:
+    """Untimed executions that log intermediate and program outputs, one block per sample."""
+    if debug_level <= EventTracerDebugLogLevel.NO_LOGGING:
+        return
+    tracer.debug_level = debug_level
+    tracer.profiling_level = EventTracerProfilingLevel.NO_PROFILING
+    for index, sample in enumerate(samples):
+        tracer.create_event_block(CAPTURE_BLOCK)
+        tracer.set_bundled_input_index(index)
+        for value in executor.execute(sample, tracer):
+            tracer.log_program_output(value)
+
+
 def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) -> RunArtifacts:
     """Warm up, time `runtime.iterations` executions, capture intermediates apart, write files."""
     debug_level = EventTracerDebugLogLevel(
@@ -97,40 +152,10 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
             runtime.filter.debug_handle_max,
         ),
     )
-    tracer.create_event_block(LOAD_BLOCK)
-    entry = tracer.start_profiling("Program::load_method", -1, 0, -1)
-    lowered = load_program(program)
-    executor = Executor(lowered)
-    tracer.end_profiling(entry)
-    tracer.log_program_fingerprint(hashlib.sha256(program.read_bytes()).hexdigest())
-    if runtime.track_allocations:
-        constants_allocator = tracer.track_allocator("constants")
-        delegate_allocator = tracer.track_allocator("delegates")
-        tracer.track_allocation(
-            constants_allocator,
-            sum(t.numel() * t.element_size() for t in lowered.constant_tensors.values()),
-        )
-        for blob in lowered.delegate_blobs.values():
-            tracer.track_allocation(delegate_allocator, len(blob))
-
-    for index in range(runtime.warmup):
-        executor.execute(samples[index % len(samples)])
-    with ProgressDisplay("run", runtime.iterations) as progress:
-        for index in range(runtime.iterations):
-            tracer.create_event_block(TIMED_BLOCK)
-            tracer.set_bundled_input_index(index % len(samples))
-            executor.execute(samples[index % len(samples)], tracer)
-            progress.advance()
-
+    executor = _load_traced(program, runtime, tracer)
+    _timed_iterations(executor, samples, runtime, tracer)
     outputs = [tuple(executor.execute(sample)) for sample in samples]
-    if debug_level > EventTracerDebugLogLevel.NO_LOGGING:
-        tracer.debug_level = debug_level
-        tracer.profiling_level = EventTracerProfilingLevel.NO_PROFILING
-        for index, sample in enumerate(samples):
-            tracer.create_event_block(CAPTURE_BLOCK)
-            tracer.set_bundled_input_index(index)
-            for value in executor.execute(sample, tracer):
-                tracer.log_program_output(value)
+    _capture(executor, samples, debug_level, tracer)
     _report_skipped(tracer)
 
     etdump_path = run_dir / ArtifactName.ETDUMP
@@ -141,7 +166,6 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     save_samples(
         [tuple(t for t in o if isinstance(t, torch.Tensor)) for o in outputs], outputs_path
     )
-
     metrics = _metrics(runtime, data, etdump_bytes, debug_bytes)
     metrics["skipped_outputs"] = float(len(tracer.skipped_outputs))
     return RunArtifacts(

@@ -57,7 +57,8 @@ def _executorch() -> tuple[float, dict[str, float]]:
     with tempfile.TemporaryDirectory(prefix="bench_et_") as tmp:
         script = str(REPO / "benchmarks" / "executorch_loop.py")
         seconds, out = _timed([sys.executable, script, tmp], Path(tmp))
-    steps = json.loads(out.strip().splitlines()[-1])["steps_s"] if "steps_s" in out else {}
+    lines = [line for line in out.splitlines() if line.startswith('{"steps_s"')]
+    steps = json.loads(lines[-1])["steps_s"] if lines else {}
     return seconds, steps
 
 

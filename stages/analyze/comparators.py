@@ -132,6 +132,23 @@ class MaxAbs:
 BUILTIN: dict[str, Comparator] = {
     c.name: c for c in (MSE(), MeanAbs(), L1(), SNR(), Cosine(), MaxAbs())
 }
+# What each built-in gives for two bit-identical tensors (no NaN): no need to compute it.
+IDENTICAL_VALUE: dict[str, float] = {
+    "mse": 0.0,
+    "mean_abs": 0.0,
+    "l1": 0.0,
+    "snr": math.inf,
+    "cosine": 1.0,
+    "max_abs": 0.0,
+}
+
+
+def identical_value(comparator: Comparator) -> float | None:
+    """A built-in's value on bit-identical inputs; None for a user's comparator (compute it)."""
+    return IDENTICAL_VALUE.get(comparator.name) if type(comparator) in _BUILTIN_TYPES else None
+
+
+_BUILTIN_TYPES = {type(c) for c in BUILTIN.values()}
 
 
 def _custom(spec: dict[str, Any]) -> Comparator:

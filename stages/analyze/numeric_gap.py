@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-from stages.analyze.comparators import Comparator
+from stages.analyze.comparators import Comparator, identical_value
 from stages.analyze.control_flow import (
     CondRecord,
     CondSite,
@@ -311,9 +311,21 @@ def _rerun(
 def _compare(
     comparators: Sequence[Comparator], runtime: list[torch.Tensor], reference: list[torch.Tensor]
 ) -> dict[str, float]:
+    if _bit_identical(runtime, reference):  # every exact fp32 output: no arithmetic needed
+        known = {c.name: identical_value(c) for c in comparators}
+        if all(v is not None for v in known.values()):
+            return {name: float(v) for name, v in known.items() if v is not None}
     rt = torch.cat([t.detach().double().flatten() for t in runtime])
     ref = torch.cat([t.detach().double().flatten() for t in reference])
     return {c.name: float(c.compare(rt, ref)) for c in comparators}
+
+
+def _bit_identical(runtime: list[torch.Tensor], reference: list[torch.Tensor]) -> bool:
+    """Same shapes, dtypes and values everywhere (a NaN never equals, so it takes the slow path)."""
+    return len(runtime) == len(reference) and all(
+        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        for a, b in zip(runtime, reference, strict=True)
+    )
 
 
 @dataclass(frozen=True)

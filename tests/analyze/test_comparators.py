@@ -84,3 +84,27 @@ def test_bad_comparator_config_is_named(
 ) -> None:
     with pytest.raises(ComparatorError, match=message):
         build_comparators(names, custom)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.5, -1.25, 3.0, 0.0],
+        [0.0, 0.0, 0.0],
+        [float("-inf"), 2.0, -3.5],  # attention masks carry -inf on both sides
+        [1e-30, -1e30, 7.0],
+    ],
+)
+def test_the_identical_input_shortcut_gives_what_each_builtin_computes(values: list[float]) -> None:
+    """numeric_gap skips arithmetic for bit-identical outputs; the table must equal compare()."""
+    from stages.analyze.comparators import BUILTIN, identical_value
+
+    a = torch.tensor(values, dtype=torch.float32)
+    for comparator in BUILTIN.values():
+        computed = comparator.compare(a.clone(), a.clone())
+        shortcut = identical_value(comparator)
+        assert shortcut is not None, comparator.name
+        # Exact, but for cosine's rounding (its norms' product may come out 1 ulp off 1.0).
+        assert shortcut == computed or math.isclose(shortcut, computed, rel_tol=1e-12), (
+            comparator.name
+        )

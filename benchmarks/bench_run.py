@@ -51,12 +51,11 @@ def _timed(fn: object) -> float:
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench_run_"))
     exported = run_export(VIT, InputsConfig(), ExportConfig(), work)
-    assert exported.etrecord is not None
     lowered = run_lower(
         BackendConfig(name="xnnpack", _target_="stages.backends.xnnpack.XnnpackBackend"),
         exported.exported_program,
-        exported.etrecord,
         exported.inputs,
+        exported.reference_outputs,
         work,
     )
     (sample,) = load_samples(exported.inputs)

@@ -36,7 +36,7 @@ from stages.formats.etdump import (
 from stages.formats.etdump.records import (
     DEBUG_BUFFER_EVENT,
     FINGERPRINT_EVENT,
-    stamp_block,
+    add_stamp,
 )
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 
@@ -308,10 +308,10 @@ class EventTracer:
         )
 
     def log_program_fingerprint(self, fingerprint: str) -> None:
-        """The program's sha256, written as a trailing `Program::fingerprint` stamp block.
+        """The program's sha256, written as a `Program::fingerprint` stamp.
 
-        Wire-compatible (an empty event block, see `records.stamp_block`); the analysis uses it
-        to refuse an ETRecord of another program.
+        Wire-compatible (an extra allocator name of the first block, see `records.add_stamp`);
+        the analysis uses it to refuse an ETRecord of another program.
         """
         self._program_fingerprint = fingerprint
 
@@ -344,21 +344,22 @@ class EventTracer:
         self._flush()
         for block in self._blocks:
             block.allocators = block.allocators or list(self._allocators)
-        fingerprint = self._program_fingerprint
-        stamps = [stamp_block(FINGERPRINT_EVENT, fingerprint)] if fingerprint else []
-        return ETDumpData(version=0, run_data=[*self._blocks, *stamps])
+        dump = ETDumpData(version=0, run_data=list(self._blocks))
+        if self._program_fingerprint:
+            add_stamp(dump, FINGERPRINT_EVENT, self._program_fingerprint)
+        return dump
 
     def write_etdump(
         self, etdump_path: Path, debug_buffer_path: Path | None = None
     ) -> tuple[int, int]:
         """Write the ETDump and the debug buffer (only the bytes used); returns their sizes.
 
-        The buffer's trailer names the program; the ETDump ends with a `DebugBuffer::fingerprint`
-        stamp block holding the buffer's sha256, so the analysis can pair them.
+        The buffer's trailer names the program; the ETDump carries a `DebugBuffer::fingerprint`
+        stamp with the buffer's sha256, so the analysis can pair them.
         """
         dump = self.etdump()
         if debug_buffer_path is not None and dump.run_data:
-            dump.run_data.append(stamp_block(DEBUG_BUFFER_EVENT, self._buffer.payload_sha256()))
+            add_stamp(dump, DEBUG_BUFFER_EVENT, self._buffer.payload_sha256())
         size = write_etdump(etdump_path, dump)
         debug = (
             self._buffer.write(debug_buffer_path, self._program_fingerprint)

@@ -24,7 +24,7 @@ from stages.formats.etdump.records import (
     FINGERPRINT_EVENT,
     LOAD_BLOCK,
     TIMED_BLOCK,
-    stamp_block,
+    add_stamp,
 )
 from stages.formats.etdump.writer import write_etdump
 from stages.progress_display import ProgressDisplay
@@ -139,10 +139,8 @@ def write_run(run: ExecuTorchRun, program: bytes, etdump_path: Path, debug_path:
     fingerprint = hashlib.sha256(program).hexdigest()
     buffer = DebugBufferWriter()
     buffer.extend(run.debug_payload)
-    run.etdump.run_data += [
-        stamp_block(FINGERPRINT_EVENT, fingerprint),
-        stamp_block(DEBUG_BUFFER_EVENT, buffer.payload_sha256()),
-    ]
+    add_stamp(run.etdump, FINGERPRINT_EVENT, fingerprint)
+    add_stamp(run.etdump, DEBUG_BUFFER_EVENT, buffer.payload_sha256())
     size = write_etdump(etdump_path, run.etdump)
     buffer.write(debug_path, fingerprint)
     return size

@@ -24,6 +24,7 @@ def _without_stamps(etdump: Path, out: Path) -> Path:
     dump = read_etdump(etdump)
     dump.run_data = [b for b in dump.run_data if b.name not in STAMP_EVENTS]
     for block in dump.run_data:
+        block.allocators = [a for a in block.allocators if a.split(" ")[0] not in STAMP_EVENTS]
         block.events = [
             e
             for e in block.events

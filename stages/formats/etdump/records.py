@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -130,15 +130,30 @@ class ETDumpData:
     run_data: list[RunData]
 
 
-def stamp_block(name: str, sha256: str) -> RunData:
-    """A stamp (see FINGERPRINT_EVENT): an empty event block carrying the digest."""
-    return RunData(name=name, allocators=[(FINGERPRINT_PREFIX + sha256.encode()).decode()])
+def add_stamp(dump: ETDumpData, name: str, sha256: str) -> None:
+    """Record a stamp (see FINGERPRINT_EVENT) as an extra allocator name of the first event block.
+
+    Neither an event nor a block of its own: ExecuTorch's Inspector shows no row for it, and its
+    `to_dataframe()` fails on an empty event block. Appended after the real allocators, so
+    allocation events keep their allocator ids.
+    """
+    text = f"{name} {FINGERPRINT_PREFIX.decode()}{sha256}"
+    if not dump.run_data:
+        dump.run_data.append(RunData(name=name, allocators=[text]))
+        return
+    first = dump.run_data[0]
+    dump.run_data[0] = replace(first, allocators=[*first.allocators, text])
 
 
 def read_stamp(dump: ETDumpData, name: str) -> str | None:
-    """The digest a stamp carries, as a stamp block or (older ETDumps) a profile event."""
+    """The digest a stamp carries: an allocator name, or as earlier versions wrote it (an empty
+    block of that name, or a zero-length profile event)."""
     prefix = FINGERPRINT_PREFIX.decode()
+    marker = f"{name} {prefix}"
     for block in dump.run_data:
+        for text in block.allocators:
+            if text.startswith(marker):
+                return text[len(marker) :]
         if block.name == name and not block.events and block.allocators:
             text = block.allocators[0]
             if text.startswith(prefix):

@@ -7,6 +7,7 @@ installs it and turns the skip into a failure).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,11 +15,9 @@ from stages.formats.etdump import read_etdump
 from tests.helpers.optional import require_executorch
 
 
-def _theirs(path: Path) -> list[list[object]]:
-    """The same view of the file through ExecuTorch's own ETDump deserializer."""
-    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
-
-    dump = deserialize_from_etdump_flatcc(path.read_bytes())
+def _view(dump: Any) -> list[list[object]]:
+    """Every event of a parsed ETDump as plain values; ours and ExecuTorch's records share field
+    names, and ExecuTorch leaves empty strings and bytes as None."""
     out: list[list[object]] = []
     for run in dump.run_data:
         events: list[object] = []
@@ -59,44 +58,15 @@ def _theirs(path: Path) -> list[list[object]]:
     return out
 
 
+def _theirs(path: Path) -> list[list[object]]:
+    """The file through ExecuTorch's own ETDump deserializer."""
+    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+
+    return _view(deserialize_from_etdump_flatcc(path.read_bytes()))
+
+
 def _ours(path: Path) -> list[list[object]]:
-    out = []
-    for run in read_etdump(path).run_data:
-        events: list[object] = []
-        for e in run.events:
-            if e.profile_event:
-                p = e.profile_event
-                events.append(
-                    [
-                        "p",
-                        p.name,
-                        p.instruction_id,
-                        p.delegate_debug_id_int,
-                        p.delegate_debug_id_str,
-                        p.delegate_debug_metadata.hex(),
-                        p.start_time,
-                        p.end_time,
-                    ]
-                )
-            elif e.debug_event:
-                d = e.debug_event
-                t = d.debug_entry.tensor if d.debug_entry else None
-                events.append(
-                    [
-                        "d",
-                        d.instruction_id,
-                        d.delegate_debug_id_int,
-                        d.delegate_debug_id_str,
-                        list(t.sizes) if t else None,
-                        t.offset if t else None,
-                    ]
-                )
-            elif e.allocation_event:
-                events.append(
-                    ["a", e.allocation_event.allocator_id, e.allocation_event.allocation_size]
-                )
-        out.append([run.name, events])
-    return out
+    return _view(read_etdump(path))
 
 
 @pytest.mark.executorch

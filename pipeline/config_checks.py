@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from pipeline.errors import ConfigValueError
+from stages.backends.backend_registry import builtin_precisions
 from stages.formats.closed_sets import FaultKind
 
 
@@ -51,7 +52,6 @@ def check_fault_changes_something(cfg: DictConfig) -> None:
 
 def check_backend_precision(cfg: DictConfig) -> None:
     """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
-    from stages.backends.backend_api import BackendError, backend_class
     from stages.formats.executorch_program import is_executorch_backend
 
     backend = cfg.backend
@@ -63,10 +63,14 @@ def check_backend_precision(cfg: DictConfig) -> None:
                 "backend=xnnpack for emulated fp16/int8)"
             )
         return
-    try:
-        offered = tuple(backend_class(str(backend.name), backend.get("_target_")).precisions())
-    except BackendError as exc:
-        raise ConfigValueError(str(exc)) from exc
+    offered = builtin_precisions(str(backend.name), backend.get("_target_"))
+    if offered is None:  # a user's backend: only its class knows (imports torch)
+        from stages.backends.backend_api import BackendError, backend_class
+
+        try:
+            offered = tuple(backend_class(str(backend.name), backend.get("_target_")).precisions())
+        except BackendError as exc:
+            raise ConfigValueError(str(exc)) from exc
     if str(backend.precision) not in offered:
         raise ConfigValueError(
             f"backend.precision={backend.precision!s} is not supported by backend "

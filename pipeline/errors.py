@@ -36,3 +36,7 @@ class RunInterruptedError(PipelineError):
     def __init__(self, resume_command: str) -> None:
         self.resume_command = resume_command
         super().__init__(f"interrupted; finished stages are kept, resume with: {resume_command}")
+
+
+class TrackingError(PipelineError):
+    """The tracking store refused or lost a call; the stages' results stay in the run dir."""

@@ -220,6 +220,29 @@ def _start_tracking(tracker: Tracker, cfg: DictConfig, run_dir: Path, names: lis
     tracker.start(run_name, container, tags, OmegaConf.to_yaml(cfg, resolve=True))
 
 
+def _end_tracking(
+    tracker: Tracker,
+    run_dir: Path,
+    result: PipelineResult,
+    *,
+    failed: bool,
+    error: str | None = None,
+    killed: bool = False,
+) -> None:
+    """Log the run dir's log files, end the tracking run, note where it is."""
+    for stream in logging.getLogger().handlers:
+        if isinstance(stream, logging.FileHandler):
+            stream.flush()
+    try:
+        tracker.log_artifacts(sorted(run_dir.glob("*.log")), "logs")
+    except Exception:
+        if not failed:  # when already failing, the first error is the one to report
+            raise
+    finally:
+        tracker.finish(failed=failed, error=error, killed=killed)
+        result.tracking, result.tracking_run_id = tracker.describe(), tracker.run_id
+
+
 def run_pipeline(
     cfg: DictConfig,
     *,
@@ -237,39 +260,31 @@ def run_pipeline(
         settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
+    tracker = tracker or make_tracker(cfg.tracking, run_dir)  # first: it starts a child process
     handler = _attach_log_file(run_dir)
     resume = resume_command or default_resume_command(run_dir)
     cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
-    tracker = tracker or make_tracker(cfg.tracking, run_dir)
     result = PipelineResult(run_dir=run_dir)
     previous_sigint = None
     try:
         _start_tracking(tracker, cfg, run_dir, names)
-        result.tracking_run_id = tracker.run_id
         _run_stages(names, cfg, run_dir, cache, tracker, resume, result)
     except KeyboardInterrupt:
         previous_sigint = _ignore_sigint()  # a second Ctrl-C must not cut the bookkeeping short
-        tracker.finish(failed=True, error="interrupted by the user (Ctrl-C)", killed=True)
-        result.tracking = tracker.describe()
+        error = "interrupted by the user (Ctrl-C)"
+        _end_tracking(tracker, run_dir, result, failed=True, error=error, killed=True)
         raise RunInterruptedError(resume) from None
     except BaseException as exc:
-        tracker.finish(failed=True, error=f"{type(exc).__name__}: {exc}")
-        result.tracking = tracker.describe()
+        _end_tracking(tracker, run_dir, result, failed=True, error=f"{type(exc).__name__}: {exc}")
         raise
+    else:
+        _end_tracking(tracker, run_dir, result, failed=False)
     finally:
-        if handler is not None:
-            handler.flush()
-        for stream in logging.getLogger().handlers:
-            if isinstance(stream, logging.FileHandler):
-                stream.flush()
-        tracker.log_artifacts(sorted(run_dir.glob("*.log")), "logs")
         if handler is not None:
             logging.getLogger().removeHandler(handler)
             handler.close()
         if previous_sigint is not None:
             signal.signal(signal.SIGINT, previous_sigint)
-    tracker.finish(failed=False)
-    result.tracking = tracker.describe()
     if print_summary:
         print(format_summary(result), flush=True)
     return result

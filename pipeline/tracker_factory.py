@@ -8,7 +8,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.tracking import MlflowTracker, NullTracker, Tracker, server_reachable
+from pipeline.tracker_process import TrackerProcess
+from pipeline.tracking import NullTracker, Tracker, server_reachable
 from pipeline.tracking_store import default_artifact_root, default_tracking_uri
 
 log = logging.getLogger("pipeline")
@@ -51,9 +52,17 @@ def make_tracker(tracking: DictConfig, run_dir: Path) -> Tracker:
             local_uri,
             uri,
         )
-        return MlflowTracker(
-            local_uri, str(tracking.experiment), int(tracking.max_param_length), None, local_root
-        )
-    return MlflowTracker(
-        uri, str(tracking.experiment), int(tracking.max_param_length), parent, artifact_root
-    )
+        return _in_child(tracking, local_uri, None, local_root)
+    return _in_child(tracking, uri, parent, artifact_root)
+
+
+def _in_child(tracking: DictConfig, uri: str, parent: str | None, root: str | None) -> Tracker:
+    """An MlflowTracker in a child process (its imports and store set-up overlap the stages)."""
+    settings = {
+        "uri": uri,
+        "experiment": str(tracking.experiment),
+        "max_param_length": int(tracking.max_param_length),
+        "parent_run_id": parent,
+        "artifact_root": root,
+    }
+    return TrackerProcess(settings)

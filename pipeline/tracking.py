@@ -36,7 +36,8 @@ MAX_PARAMS_PER_BATCH = 100
 class Tracker(Protocol):
     """What the runner reports to; the MLflow implementation is the only one that logs remotely."""
 
-    run_id: str | None
+    @property
+    def run_id(self) -> str | None: ...
 
     def start(
         self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], config_yaml: str
@@ -190,7 +191,7 @@ class MlflowTracker:
             mark_dead_runs_killed(self.client)
         except Exception as exc:  # housekeeping must never stop a run from starting
             log.warning("could not check for runs of dead processes: %s", exc)
-        all_tags = {**tags, **process_tags()}
+        all_tags = {**process_tags(), **tags}  # a TrackerProcess passes its parent's
         if self.parent_run_id:
             all_tags["mlflow.parentRunId"] = self.parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from stages.backends.backend_registry import REGISTERED_BACKENDS
 from stages.dotted_import import import_dotted
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.tracer_protocol import EventTracerProtocol
@@ -97,11 +98,7 @@ class BackendDetails(ABC):
 
 
 BackendFactory = Callable[..., BackendDetails]
-_REGISTRY: dict[str, str] = {
-    "xnnpack": "stages.backends.xnnpack.XnnpackBackend",
-    "qnn": "stages.backends.qnn.QnnBackend",
-    "portable": "stages.backends.portable.PortableBackend",
-}
+_REGISTRY = REGISTERED_BACKENDS
 
 
 def register_backend(name: str, target: str) -> None:

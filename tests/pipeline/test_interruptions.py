@@ -24,7 +24,7 @@ from pipeline.run_liveness import (
     process_tags,
 )
 from pipeline.run_liveness import main as run_liveness_main
-from pipeline.tracking import ensure_experiment
+from pipeline.tracking import ensure_experiment, store_lock
 from tests.helpers.cli_runner import REPO
 
 _OUT = {"capture_output": True, "text": True, "check": True}
@@ -43,7 +43,7 @@ def make():
 """
 
 
-def _start(cwd: Path) -> subprocess.Popen[str]:
+def _start(cwd: Path, own_group: bool = False) -> subprocess.Popen[str]:
     (cwd / "slow_model.py").write_text(SLOW_MODEL)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -61,6 +61,7 @@ def _start(cwd: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=own_group,  # so the test can kill it with its tracking process
     )
 
 
@@ -73,9 +74,20 @@ def _wait_for_export(process: subprocess.Popen[str], cwd: Path) -> None:
         time.sleep(0.05)
 
 
+def _wait_for_runs(cwd: Path, count: int) -> list:  # type: ignore[type-arg]
+    """Until the store holds `count` runs (the tracking process creates them beside export)."""
+    deadline = time.monotonic() + 90
+    while (cwd / "outputs" / "mlflow.db").exists() is False or len(runs := _runs(cwd)) < count:
+        assert time.monotonic() < deadline, "the tracking run never appeared"
+        time.sleep(0.1)
+    return runs
+
+
 def _runs(cwd: Path) -> list:  # type: ignore[type-arg]
-    client = MlflowClient(f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
-    experiments = [e.experiment_id for e in client.search_experiments()]
+    uri = f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}"
+    with store_lock(uri):  # the tracking process may be creating the store right now
+        client = MlflowClient(uri)
+        experiments = [e.experiment_id for e in client.search_experiments()]
     return client.search_runs(experiments, order_by=["attributes.start_time ASC"])
 
 
@@ -104,20 +116,20 @@ def test_ctrl_c_ends_the_run_killed_with_one_line_naming_the_resume_command(
 
 
 def test_a_run_killed_hard_is_marked_killed_by_the_next_start(tmp_path: Path) -> None:
-    first = _start(tmp_path)
+    first = _start(tmp_path, own_group=True)
     _wait_for_export(first, tmp_path)
-    (running,) = _runs(tmp_path)
+    (running,) = _wait_for_runs(tmp_path, 1)
     assert running.info.status == "RUNNING"
-    first.kill()
+    os.killpg(first.pid, signal.SIGKILL)  # the pipeline and its tracking process at once
     first.communicate(timeout=60)
     (still,) = _runs(tmp_path)
-    assert still.info.status == "RUNNING"  # nothing in a SIGKILLed process can end it
+    assert still.info.status == "RUNNING"  # nothing in a SIGKILLed process group can end it
 
     (tmp_path / "factory_started").unlink()
     second = _start(tmp_path)
-    _wait_for_export(second, tmp_path)  # the second run has started: the check ran
+    _wait_for_export(second, tmp_path)
     try:
-        dead, alive = _runs(tmp_path)
+        dead, alive = _wait_for_runs(tmp_path, 2)  # the second run has started: the check ran
         assert dead.info.run_id == running.info.run_id
         assert dead.info.status == "KILLED"
         assert str(first.pid) in dead.data.tags[KILLED_REASON_TAG]
@@ -128,6 +140,23 @@ def test_a_run_killed_hard_is_marked_killed_by_the_next_start(tmp_path: Path) ->
     finally:
         second.kill()
         second.communicate(timeout=60)
+
+
+def test_a_pipeline_killed_alone_has_its_run_ended_by_its_tracking_process(
+    tmp_path: Path,
+) -> None:
+    process = _start(tmp_path)
+    _wait_for_export(process, tmp_path)
+    (running,) = _wait_for_runs(tmp_path, 1)
+    process.kill()  # SIGKILL to the pipeline only: its tracking process sees the channel close
+    process.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while (run := _runs(tmp_path)[0]).info.status == "RUNNING":
+        assert time.monotonic() < deadline, "the tracking process never ended the run"
+        time.sleep(0.1)
+    assert run.info.run_id == running.info.run_id
+    assert run.info.status == "KILLED"
+    assert "ended without finishing" in run.data.tags["error"]
 
 
 def test_the_cleanup_command_marks_only_dead_processes_runs_killed(

@@ -102,6 +102,9 @@ def main() -> None:
     root.addHandler(_ReplyLogHandler(channel))
     root.setLevel(logging.INFO)
     serve(sys.stdin, channel)
+    channel.flush()
+    sys.stderr.flush()
+    os._exit(0)  # the run is ended and every reply sent: skip MLflow's slow interpreter teardown
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from stages.analyze.model_explorer_overlay import (
     OverlayFile,
     encode_overlay,
     latency_overlay,
+    placement_overlay,
 )
 from stages.analyze.node_facts import NodeFacts, Placement
 from stages.analyze.stage import run_analyze
@@ -134,17 +134,25 @@ def test_files_validate_against_node_data_builder(fault_run: Path) -> None:
         assert json.loads(_builder_round_trip(text)) == json.loads(text), name
 
 
-def test_without_the_extra_the_same_json_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_json_is_what_node_data_builder_writes() -> None:
     require_explorer()
+    from model_explorer import node_data_builder as ndb
+
     node = NodeFacts("conv2d", 1, "aten.conv2d.default", "patch_embed", Placement("delegated"))
     node.latency = 0.25
-    overlay = latency_overlay([node], "ms")
-    with_builder = encode_overlay(overlay)
-    monkeypatch.setitem(sys.modules, "model_explorer", None)  # import now fails
-    without = encode_overlay(overlay)
-    assert without == with_builder
-    assert json.loads(without)["graph"]["results"] == {"conv2d": {"value": 0.25}}
-    assert math.isclose(json.loads(without)["graph"]["gradient"][-1]["stop"], 1)
+    other = NodeFacts("add", 2, "aten.add.Tensor", "blocks.0", Placement("left_out", reason="x"))
+    for overlay in (latency_overlay([node], "ms"), placement_overlay([node, other])):
+        graph = ndb.GraphNodeData(
+            results={k: ndb.NodeDataResult(**v) for k, v in overlay.results.items()},
+            name=overlay.name,
+            thresholds=[ndb.ThresholdItem(**t) for t in overlay.thresholds],
+            gradient=[ndb.GradientItem(**g) for g in overlay.gradient],
+        )
+        by_builder = ndb.ModelNodeData(graphsData={"graph": graph}).to_json_string(indent=None)
+        assert encode_overlay(overlay) == by_builder
+    encoded = json.loads(encode_overlay(latency_overlay([node], "ms")))
+    assert encoded["graph"]["results"] == {"conv2d": {"value": 0.25}}
+    assert math.isclose(encoded["graph"]["gradient"][-1]["stop"], 1)
 
 
 def test_analyze_only_run_writes_the_same_overlays(fault_run: Path, tmp_path: Path) -> None:

@@ -48,6 +48,8 @@ class TrackingConfig:
     max_param_length: int = 500
     # Unreachable server: keep everything locally and print how to upload it later.
     fallback_to_local: bool = True
+    # An unchanged re-run (same config, every stage reused) logs no duplicate run unless true.
+    log_unchanged: bool = False
 
 
 @dataclass

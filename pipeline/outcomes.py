@@ -31,6 +31,7 @@ class StageOutcome:
     seconds: float
     artifacts: Any = None
     reason: str = ""
+    digest: str = ""  # the stage's fingerprint
 
 
 @dataclass

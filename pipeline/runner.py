@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -20,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.config import STAGE_ORDER, stage_names
 from pipeline.config_checks import check_config
 from pipeline.cpu_threads import use_free_cores
+from pipeline.deferred_tracker import DeferredTracker
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
 from pipeline.fingerprint import compute_fingerprint, explain_change
 from pipeline.model_option import settle_model_option
@@ -28,8 +30,13 @@ from pipeline.run_dirs import default_run_dir_name
 from pipeline.stage_cache import StageCache
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
-from pipeline.tracker_factory import make_tracker
+from pipeline.tracker_factory import PARENT_RUN_ENV, make_tracker, resolve_tracking_uri
 from pipeline.tracking import Tracker, git_commit
+from pipeline.unchanged_runs import (
+    invocation_key,
+    remember_tracking_run,
+    unchanged_tracking_run,
+)
 from stages.formats.artifacts import legacy_hint
 
 log = logging.getLogger("pipeline")
@@ -76,7 +83,9 @@ def _config_value(cfg: DictConfig, key: str) -> Any:
     return value.name if isinstance(value, Enum) else value
 
 
-def _run_stage(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
+def _run_stage(
+    name: str, cfg: DictConfig, run_dir: Path, cache: StageCache, before_running: Callable[[], None]
+) -> StageOutcome:
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
@@ -93,9 +102,8 @@ def _run_stage(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> 
                 f"in {cached.source_run_dir}"
             )
             log.info("[%s] reused: %s", name, reason)
-            return StageOutcome(
-                name, StageStatus.reused, time.perf_counter() - started, artifacts, reason
-            )
+            seconds = time.perf_counter() - started
+            return StageOutcome(name, StageStatus.reused, seconds, artifacts, reason, digest)
         previous = cache.previous_fingerprint(name, run_dir)
         reason = (
             explain_change(previous, fingerprint)
@@ -103,13 +111,14 @@ def _run_stage(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> 
             else "no finished run with this fingerprint"
         )
         log.debug("[%s] running (%s)", name, reason)
+        before_running()
         use_free_cores()
         artifacts = spec.call(cfg, run_dir)
         outputs = output_paths(artifacts, run_dir)
         cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
     seconds = time.perf_counter() - started
     log.info("[%s] done in %.2f s (ran: %s)", name, seconds, reason)
-    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason)
+    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason, digest)
 
 
 @dataclass(frozen=True)
@@ -169,7 +178,7 @@ def _run_stages(
     cfg: DictConfig,
     run_dir: Path,
     cache: StageCache,
-    tracker: Tracker,
+    tracker: DeferredTracker,
     resume: str,
     result: PipelineResult,
 ) -> None:
@@ -177,7 +186,7 @@ def _run_stages(
     for index, name in enumerate(names, start=1):
         log.debug("[%d/%d] %s", index, len(names), name)
         try:
-            outcome = _run_stage(name, cfg, run_dir, cache)
+            outcome = _run_stage(name, cfg, run_dir, cache, tracker.begin)
         except StageSelectionError:
             tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
             raise
@@ -243,6 +252,38 @@ def _end_tracking(
         result.tracking, result.tracking_run_id = tracker.describe(), tracker.run_id
 
 
+def _invocation_key(cfg: DictConfig, result: PipelineResult) -> str:
+    config = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    digests = [outcome.digest for outcome in result.stages]
+    return invocation_key(config, digests, resolve_tracking_uri(cfg.tracking))
+
+
+def _finish_tracking(
+    tracker: DeferredTracker, cfg: DictConfig, result: PipelineResult, own_tracker: bool
+) -> None:
+    """End tracking after every stage finished: no duplicate run for an unchanged re-run."""
+    eligible = (
+        own_tracker and cfg.tracking.enabled and cfg.cache and not os.environ.get(PARENT_RUN_ENV)
+    )
+    cache_dir = Path(cfg.cache_dir).expanduser().resolve()
+    uri = resolve_tracking_uri(cfg.tracking)
+    key = _invocation_key(cfg, result) if eligible else ""
+    reused = all(o.status == StageStatus.reused for o in result.stages)
+    if eligible and reused and not cfg.tracking.log_unchanged and not tracker.begun:
+        earlier = unchanged_tracking_run(cache_dir, key, uri)
+        if earlier is not None:
+            tracker.abandon()
+            result.tracking_run_id = earlier
+            result.tracking = (
+                f"unchanged: MLflow run {earlier} in {uri} holds these results (same config, "
+                "every stage reused; tracking.log_unchanged=true logs a new run)"
+            )
+            return
+    _end_tracking(tracker, result.run_dir, result, failed=False)
+    if eligible and result.tracking_run_id and getattr(tracker.inner, "uri", None) == uri:
+        remember_tracking_run(cache_dir, key, uri, result.tracking_run_id, result.run_dir)
+
+
 def run_pipeline(
     cfg: DictConfig,
     *,
@@ -260,25 +301,27 @@ def run_pipeline(
         settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    tracker = tracker or make_tracker(cfg.tracking, run_dir)  # first: it starts a child process
+    own_tracker = tracker is None
+    # First: a tracking process starts importing MLflow while the stages run.
+    deferred = DeferredTracker(tracker or make_tracker(cfg.tracking, run_dir))
     handler = _attach_log_file(run_dir)
     resume = resume_command or default_resume_command(run_dir)
     cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
     result = PipelineResult(run_dir=run_dir)
     previous_sigint = None
     try:
-        _start_tracking(tracker, cfg, run_dir, names)
-        _run_stages(names, cfg, run_dir, cache, tracker, resume, result)
+        _start_tracking(deferred, cfg, run_dir, names)
+        _run_stages(names, cfg, run_dir, cache, deferred, resume, result)
     except KeyboardInterrupt:
         previous_sigint = _ignore_sigint()  # a second Ctrl-C must not cut the bookkeeping short
         error = "interrupted by the user (Ctrl-C)"
-        _end_tracking(tracker, run_dir, result, failed=True, error=error, killed=True)
+        _end_tracking(deferred, run_dir, result, failed=True, error=error, killed=True)
         raise RunInterruptedError(resume) from None
     except BaseException as exc:
-        _end_tracking(tracker, run_dir, result, failed=True, error=f"{type(exc).__name__}: {exc}")
+        _end_tracking(deferred, run_dir, result, failed=True, error=f"{type(exc).__name__}: {exc}")
         raise
     else:
-        _end_tracking(tracker, run_dir, result, failed=False)
+        _finish_tracking(deferred, cfg, result, own_tracker)
     finally:
         if handler is not None:
             logging.getLogger().removeHandler(handler)

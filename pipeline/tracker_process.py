@@ -57,7 +57,7 @@ class TrackerProcess:
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
         atexit.register(self.close)
-        self._send("open", dict(settings))
+        self._settings = dict(settings)  # sent with `start`: until then the store is untouched
 
     # Tracker protocol -------------------------------------------------------------------
     @property
@@ -70,6 +70,7 @@ class TrackerProcess:
         self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], config_yaml: str
     ) -> None:
         args = {"run_name": run_name, "params": params, "config_yaml": config_yaml}
+        self._send("open", self._settings)
         self._send("start", {**args, "tags": {**process_tags(), **tags}})
         self._started = True
 
@@ -149,6 +150,13 @@ class TrackerProcess:
         if self._error is None and self._child.wait() != 0:
             self._error = _GONE["error"]
         self._replies.put({"error": self._error} if self._error else {})  # wakes a waiting sync
+
+    def abandon(self) -> None:
+        """Stop the child before it opened the store (no tracking run for this invocation)."""
+        if self._started:
+            raise RuntimeError("abandon() after start(): finish the tracking run instead")
+        self._child.kill()
+        self.close()
 
     def close(self) -> None:
         """Close the channel and wait for the child, so no process outlives the pipeline."""

@@ -46,6 +46,8 @@ def _apply(tracker: Any, call: str, args: dict[str, Any]) -> Any:
         from pipeline.tracking import MlflowTracker
 
         return MlflowTracker(**args)
+    if tracker is None:  # nothing was opened (e.g. finish before start): nothing to log to
+        return None
     if call == "start":
         tracker.start(**args)
     elif call == "log_metrics":

@@ -144,3 +144,19 @@ def test_unreachable_server_keeps_everything_then_syncs(
     }
     assert sync_main(["--from", f"sqlite:///{store}", "--to", mlflow_server]) == 0  # idempotent
     assert len(client.search_runs([client.get_experiment_by_name("offline").experiment_id])) == 1
+
+
+def test_an_unchanged_rerun_points_at_the_servers_run(mlflow_server: str, tmp_path: Path) -> None:
+    overrides = (f"tracking.uri={mlflow_server}", "tracking.experiment=server-unchanged")
+    results = []
+    for run in ("first", "again"):
+        cfg = compose_config(tmp_path, ["model=mlp", "backend=xnnpack", *overrides])
+        with open_dict(cfg):
+            cfg.run_dir = str(tmp_path / run)
+        results.append(run_pipeline(cfg, print_summary=False))
+    first, again = results
+    assert again.tracking_run_id == first.tracking_run_id is not None
+    assert again.tracking.startswith("unchanged: ")
+    client = MlflowClient(mlflow_server)
+    experiment = client.get_experiment_by_name("server-unchanged")
+    assert len(client.search_runs([experiment.experiment_id])) == 1

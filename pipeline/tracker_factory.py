@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from pipeline.tracker_process import TrackerProcess
-from pipeline.tracking import NullTracker, Tracker, server_reachable
+from pipeline.tracking import MlflowTracker, NullTracker, Tracker, server_reachable
 from pipeline.tracking_store import default_artifact_root, default_tracking_uri
 
 log = logging.getLogger("pipeline")
@@ -52,16 +53,22 @@ def make_tracker(tracking: DictConfig, run_dir: Path) -> Tracker:
             local_uri,
             uri,
         )
-        return _in_child(tracking, local_uri, None, local_root)
-    return _in_child(tracking, uri, parent, artifact_root)
+        return _mlflow_tracker(tracking, local_uri, None, local_root)
+    return _mlflow_tracker(tracking, uri, parent, artifact_root)
 
 
-def _in_child(tracking: DictConfig, uri: str, parent: str | None, root: str | None) -> Tracker:
-    """An MlflowTracker in a child process (its imports and store set-up overlap the stages)."""
+def _mlflow_tracker(
+    tracking: DictConfig, uri: str, parent: str | None, root: str | None
+) -> Tracker:
+    """An MlflowTracker in a child process, so its import and store set-up overlap the stages;
+    in this process when MLflow is loaded here already (a sweep's launcher, a notebook, tests)."""
+    experiment, max_length = str(tracking.experiment), int(tracking.max_param_length)
+    if "mlflow" in sys.modules:
+        return MlflowTracker(uri, experiment, max_length, parent, root)
     settings = {
         "uri": uri,
-        "experiment": str(tracking.experiment),
-        "max_param_length": int(tracking.max_param_length),
+        "experiment": experiment,
+        "max_param_length": max_length,
         "parent_run_id": parent,
         "artifact_root": root,
     }

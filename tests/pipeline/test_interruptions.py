@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,20 @@ def make():
 """
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    """A failing test must not leave its pipeline sleeping in the export stage."""
+    yield
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=60)
+
+
 def _start(cwd: Path, own_group: bool = False) -> subprocess.Popen[str]:
     (cwd / "slow_model.py").write_text(SLOW_MODEL)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -54,7 +69,7 @@ def _start(cwd: Path, own_group: bool = False) -> subprocess.Popen[str]:
         "backend=portable",
         "hydra.run.dir=outputs/runs/interrupted",
     ]
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-m", "pipeline", *args],
         cwd=cwd,
         env=env,
@@ -63,6 +78,8 @@ def _start(cwd: Path, own_group: bool = False) -> subprocess.Popen[str]:
         text=True,
         start_new_session=own_group,  # so the test can kill it with its tracking process
     )
+    _STARTED.append(process)
+    return process
 
 
 def _wait_for_export(process: subprocess.Popen[str], cwd: Path) -> None:

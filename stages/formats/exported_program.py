@@ -20,6 +20,7 @@ from stages.formats.safe_load import UnsafePayloadError, load_exported_program_b
 # load the same program (torch.export.load ~0.5 s for a ViT-Ti; a copy ~0.03 s).
 _LOADED: OrderedDict[str, ExportedProgram] = OrderedDict()
 LOADED_KEPT = 2
+LOADED_MAX_BYTES = 256 * 1024 * 1024  # bigger programs are loaded each time (memory over speed)
 
 
 class ExportedProgramError(Exception):
@@ -54,13 +55,15 @@ def load_exported_program(source: Path | bytes, what: str | None = None) -> Expo
             raise ExportedProgramError(
                 f"{what}: cannot read ({exc.strerror or exc}); run the export stage first"
             ) from exc
-    key = hashlib.sha256(data).hexdigest()
-    if key not in _LOADED:
+    key = hashlib.sha256(data).hexdigest() if len(data) <= LOADED_MAX_BYTES else None
+    if key is None or key not in _LOADED:
         try:
             program = load_exported_program_bytes(data, what)
         except UnsafePayloadError as exc:
             raise ExportedProgramError(str(exc)) from exc
         restore_debug_handles(program)
+        if key is None:
+            return program
         _LOADED[key] = program
         while len(_LOADED) > LOADED_KEPT:
             _LOADED.popitem(last=False)

@@ -43,3 +43,12 @@ def test_programs_are_kept_by_content_and_only_a_few(monkeypatch) -> None:  # ty
     assert len(ep_format._LOADED) <= ep_format.LOADED_KEPT
     outputs = {float(load_exported_program(d).module()(torch.ones(2, 3))[0, 0]) for d in blobs}
     assert outputs == {1.5, 2.5, 3.5}
+
+
+def test_a_program_over_the_size_limit_is_not_kept(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    data = _program_bytes(4.5)
+    monkeypatch.setattr(ep_format, "LOADED_MAX_BYTES", len(data) - 1)
+    monkeypatch.setattr(ep_format, "_LOADED", ep_format.OrderedDict())
+    program = load_exported_program(data)
+    assert not ep_format._LOADED
+    assert float(program.module()(torch.ones(2, 3))[0, 0]) == 4.5

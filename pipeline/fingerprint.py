@@ -1,17 +1,36 @@
-"""Stage fingerprints: config slice + input file hashes + code version, and why they changed."""
+"""Stage fingerprints: config slice + input file hashes + code version + the versions of the
+libraries that compute the results, and why they changed."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.import_graph import code_version
 
 _CHUNK = 1 << 20
+# Libraries whose version changes what a stage writes (torch.export graphs, ExecuTorch's lowering,
+# Hugging Face model code): upgrading one recomputes the stages instead of reusing stale results.
+RESULT_LIBRARIES = ("torch", "executorch", "transformers")
+
+
+@functools.cache
+def library_versions() -> dict[str, str]:
+    """Installed versions of RESULT_LIBRARIES ("absent" when not installed); no import."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for name in RESULT_LIBRARIES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "absent"
+    return found
 
 
 def file_sha256(path: Path) -> str:
@@ -45,22 +64,29 @@ class Fingerprint:
     config: dict[str, Any]
     inputs: dict[str, str]
     code: str
+    libraries: dict[str, str] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
-        payload = json.dumps(
-            {"config": self.config, "inputs": self.inputs, "code": self.code},
-            sort_keys=True,
-            default=str,
-        )
+        payload = json.dumps(self.to_json(), sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
     def to_json(self) -> dict[str, Any]:
-        return {"config": self.config, "inputs": self.inputs, "code": self.code}
+        return {
+            "config": self.config,
+            "inputs": self.inputs,
+            "code": self.code,
+            "libraries": self.libraries,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Fingerprint:
-        return cls(config=dict(data["config"]), inputs=dict(data["inputs"]), code=data["code"])
+        return cls(
+            config=dict(data["config"]),
+            inputs=dict(data["inputs"]),
+            code=data["code"],
+            libraries=dict(data.get("libraries", {})),
+        )
 
 
 def target_modules(config: Mapping[str, Any]) -> tuple[str, ...]:
@@ -77,7 +103,7 @@ def compute_fingerprint(
     config = flatten_config(config_slice)
     inputs = {path.name: file_sha256(path) for path in input_files}
     code = code_version((*entry_modules, *target_modules(config)))
-    return Fingerprint(config=config, inputs=inputs, code=code)
+    return Fingerprint(config=config, inputs=inputs, code=code, libraries=library_versions())
 
 
 def explain_change(old: Fingerprint, new: Fingerprint) -> str:
@@ -97,4 +123,9 @@ def explain_change(old: Fingerprint, new: Fingerprint) -> str:
         reasons.append(f"input files changed ({', '.join(changed_inputs)})")
     if old.code != new.code:
         reasons.append("stage code changed")
+    libraries = sorted(set(old.libraries) | set(new.libraries))
+    upgraded = [k for k in libraries if old.libraries.get(k) != new.libraries.get(k)]
+    if upgraded:
+        shown = ", ".join(f"{k} {old.libraries.get(k)} -> {new.libraries.get(k)}" for k in upgraded)
+        reasons.append(f"library versions changed ({shown})")
     return "; ".join(reasons) or "fingerprint format changed"

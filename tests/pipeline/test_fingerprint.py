@@ -1,6 +1,14 @@
 from pathlib import Path
 
-from pipeline.fingerprint import compute_fingerprint, explain_change, flatten_config
+import pytest
+
+from pipeline import fingerprint as fingerprint_module
+from pipeline.fingerprint import (
+    Fingerprint,
+    compute_fingerprint,
+    explain_change,
+    flatten_config,
+)
 
 
 def test_flatten_config_nests_with_dots() -> None:
@@ -26,3 +34,18 @@ def test_fingerprint_changes_with_config_input_and_names_the_cause(tmp_path: Pat
     new_input = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline.fingerprint",))
     assert new_input.digest != base.digest
     assert "input files changed (inputs.pt)" in explain_change(base, new_input)
+
+
+def test_a_library_upgrade_changes_the_fingerprint_and_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from importlib.metadata import version
+
+    base = compute_fingerprint({"a": 1}, [], ("pipeline.fingerprint",))
+    assert base.libraries["torch"] == version("torch")
+    upgraded = {**base.libraries, "torch": "99.0.0"}
+    monkeypatch.setattr(fingerprint_module, "library_versions", lambda: upgraded)
+    after = compute_fingerprint({"a": 1}, [], ("pipeline.fingerprint",))
+    assert after.digest != base.digest
+    assert f"torch {version('torch')} -> 99.0.0" in explain_change(base, after)
+    assert Fingerprint.from_json(after.to_json()) == after

@@ -47,12 +47,24 @@ def main(cfg: DictConfig) -> None:
         sys.exit(1)
 
 
+def _end_open_sweeps(killed: bool) -> None:
+    """A sweep stopped before its end leaves no parent run RUNNING."""
+    if "pipeline.sweep_callback" in sys.modules:  # only sweeps load it (keeps --help light)
+        from pipeline.sweep_callback import end_open_sweeps
+
+        end_open_sweeps(killed)
+
+
 if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:  # outside a run: starting up, or a sweep's launcher waiting
+        _end_open_sweeps(killed=True)
         print(
             "error: interrupted; run the same command again to resume (finished stages are reused)",
             file=sys.stderr,
         )
         sys.exit(INTERRUPTED_EXIT_CODE)
+    except SystemExit as exc:  # a job's Ctrl-C (130) or Hydra reporting a crash
+        _end_open_sweeps(killed=exc.code == INTERRUPTED_EXIT_CODE)
+        raise

@@ -28,6 +28,24 @@ log = logging.getLogger("pipeline")
 register_run_suffix()
 
 
+_OPEN: list[SweepTracking] = []  # sweeps whose parent run is not ended yet
+
+
+def end_open_sweeps(killed: bool) -> None:
+    """End the parent runs of sweeps stopped before their end (Ctrl-C: KILLED; else FAILED)."""
+    os.environ.pop(PARENT_RUN_ENV, None)
+    while _OPEN:
+        sweep = _OPEN.pop()
+        reason = (
+            "interrupted by the user (Ctrl-C)" if killed else "the sweep stopped before its end"
+        )
+        try:
+            sweep.client.set_tag(sweep.parent_id, "error", reason)
+            sweep.client.set_terminated(sweep.parent_id, status="KILLED" if killed else "FAILED")
+        except Exception as exc:  # the store may be what failed; the next start marks it
+            log.warning("could not end sweep parent run %s: %s", sweep.parent_id, exc)
+
+
 class SweepFailedError(SystemExit):
     """Some jobs of the sweep failed (the others finished and are recorded)."""
 
@@ -66,11 +84,14 @@ class SweepTracking(Callback):
             },
         )
         self.parent_id = run.info.run_id
+        _OPEN.append(self)
         os.environ[PARENT_RUN_ENV] = self.parent_id
         log.info("sweep: parent MLflow run %s at %s", self.parent_id, uri)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ.pop(PARENT_RUN_ENV, None)
+        if self in _OPEN:
+            _OPEN.remove(self)
         sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
         # Markers count failures under every tracking setting; failed child runs add jobs that
         # died without writing one.

@@ -58,7 +58,7 @@ def _no_process_left() -> Iterator[None]:
             process.communicate(timeout=60)
 
 
-def _start(cwd: Path, own_group: bool = False) -> subprocess.Popen[str]:
+def _start(cwd: Path, own_group: bool = False, sweep: bool = False) -> subprocess.Popen[str]:
     (cwd / "slow_model.py").write_text(SLOW_MODEL)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("MLFLOW_TRACKING_URI", None)
@@ -69,6 +69,8 @@ def _start(cwd: Path, own_group: bool = False) -> subprocess.Popen[str]:
         "backend=portable",
         "hydra.run.dir=outputs/runs/interrupted",
     ]
+    if sweep:  # one job, in this process, under a parent run
+        args = ["-m", *args[:-1], "hydra/launcher=basic", "hydra.sweep.dir=outputs/sweep"]
     process = subprocess.Popen(
         [sys.executable, "-m", "pipeline", *args],
         cwd=cwd,
@@ -174,6 +176,22 @@ def test_a_pipeline_killed_alone_has_its_run_ended_by_its_tracking_process(
     assert run.info.run_id == running.info.run_id
     assert run.info.status == "KILLED"
     assert "ended without finishing" in run.data.tags["error"]
+
+
+def test_ctrl_c_in_a_sweep_ends_the_parent_run_too(tmp_path: Path) -> None:
+    process = _start(tmp_path, sweep=True)
+    _wait_for_export(process, tmp_path)
+    _wait_for_runs(tmp_path, 2)  # the parent and the job's run
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+
+    assert process.returncode == 130, err
+    assert "Traceback" not in err, err
+    runs = _runs(tmp_path)
+    (parent,) = [r for r in runs if r.data.tags.get("sweep") == "parent"]
+    (job,) = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert parent.info.status == "KILLED" and "Ctrl-C" in parent.data.tags["error"]
+    assert job.info.status == "KILLED" and job.data.tags["stage.export"] == "interrupted"
 
 
 def test_the_cleanup_command_marks_only_dead_processes_runs_killed(

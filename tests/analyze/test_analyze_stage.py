@@ -19,7 +19,7 @@ from stages.analyze.stage import run_analyze
 from stages.analyze.terminal_report import format_terminal_report
 from stages.analyze.verdict import VerdictConfigError, decide
 from stages.formats.etdump import read_etdump, write_etdump
-from stages.formats.etdump.records import FINGERPRINT_EVENT
+from stages.formats.etdump.records import FINGERPRINT_EVENT, STAMP_EVENTS
 from stages.formats.etrecord import ETRecord
 from tests.helpers.analyze_runs import RunTiny, read_summary
 from tests.helpers.executorch_fixtures import executorch_fixtures
@@ -113,6 +113,15 @@ def test_events_csv_trace_and_headline_metrics(run_tiny: RunTiny) -> None:
     assert "operators" in lanes and any(lane.startswith("xnnpack partition") for lane in lanes)
     assert all(e["dur"] >= 0 and "debug_handles" in e["args"] for e in slices)
     assert any("gap_snr" in e["args"] for e in slices)
+    dump = read_etdump(run_dir / "etdump.etdp")
+    profiled = [
+        (block.name, ev.profile_event.name)
+        for block in dump.run_data
+        for ev in block.events
+        if ev.profile_event is not None and ev.profile_event.name not in STAMP_EVENTS
+    ]
+    assert [(e["args"]["event_block"], e["args"]["event_name"]) for e in slices] == profiled
+    assert min(e["ts"] for e in slices) == 0
     summary = read_summary(run_dir)
     assert 0 < summary["delegated_time_share"] <= 1
     assert summary["latency_p50_ms"] > 0 and summary["partitions"] >= 1

@@ -42,6 +42,7 @@ from stages.analyze.verdict import (
 )
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
+from stages.formats.paused_gc import paused_gc
 
 TOP_OPS_PNG = "top_ops_p50.png"
 GAP_PNG = "numeric_gap.png"
@@ -290,6 +291,17 @@ def run_analyze(
     run_dir: Path,
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
+    with paused_gc():  # a batch of mostly acyclic rows: heap-wide collections only cost time
+        return _analyze(cfg, etdump, debug_buffer, etrecord, run_dir)
+
+
+def _analyze(
+    cfg: AnalyzeConfig,
+    etdump: Path,
+    debug_buffer: Path | None,
+    etrecord: Path | None,
+    run_dir: Path,
+) -> AnalyzeArtifacts:
     started = time.perf_counter()
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     gap_comparator = metric_comparator(comparators, cfg.gap_metric)

@@ -23,6 +23,7 @@ from stages.formats.etdump.records import (
     TensorRecord,
     ValueRecord,
 )
+from stages.formats.paused_gc import paused_gc
 
 _unpack = struct.unpack_from
 
@@ -266,23 +267,28 @@ def read_etdump_bytes(data: bytes, where: str = "<bytes>") -> ETDumpData:
         raise ETDumpError(f"{where}: file identifier is not 'ED00'; this is not an ETDump")
     r = _Reader(bytes(data), where)
     try:
-        root = r.fields(r.target(0))
-        runs = []
-        for run_pos in r.tables(_f(root, 1)):
-            rf = r.fields(run_pos)
-            runs.append(
-                RunData(
-                    name=r.string(_f(rf, 0)),
-                    bundled_input_index=int(r.scalar(rf, 1, "<i", -1)),
-                    allocators=[r.string(_f(r.fields(a), 0)) for a in r.tables(_f(rf, 2))],
-                    events=_events(r, _f(rf, 3)),
-                )
-            )
-        return ETDumpData(version=int(r.scalar(root, 0, "<I", 0)), run_data=runs)
+        with paused_gc():  # ~50,000 acyclic objects for a 100-iteration dump
+            return _read_root(r)
     except ETDumpError:
         raise
     except (struct.error, IndexError, ValueError, OverflowError, MemoryError) as exc:
         raise ETDumpError(f"{where}: corrupt ETDump ({type(exc).__name__}: {exc})") from exc
+
+
+def _read_root(r: _Reader) -> ETDumpData:
+    root = r.fields(r.target(0))
+    runs = []
+    for run_pos in r.tables(_f(root, 1)):
+        rf = r.fields(run_pos)
+        runs.append(
+            RunData(
+                name=r.string(_f(rf, 0)),
+                bundled_input_index=int(r.scalar(rf, 1, "<i", -1)),
+                allocators=[r.string(_f(r.fields(a), 0)) for a in r.tables(_f(rf, 2))],
+                events=_events(r, _f(rf, 3)),
+            )
+        )
+    return ETDumpData(version=int(r.scalar(root, 0, "<I", 0)), run_data=runs)
 
 
 def read_etdump(source: Path | str | bytes) -> ETDumpData:

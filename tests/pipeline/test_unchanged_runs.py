@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def _run_ids(tmp_path: Path) -> list[str]:
 
 def test_an_unchanged_rerun_points_at_the_earlier_run(tmp_path: Path) -> None:
     first = _invoke(tmp_path, "first")
+    assert gc.get_freeze_count() == 0  # the stages froze the heap; the invocation unfroze it
     again = _invoke(tmp_path, "again")
 
     assert all(o.status == StageStatus.reused for o in again.stages)

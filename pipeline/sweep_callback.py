@@ -20,7 +20,7 @@ from pipeline.run_dirs import register_run_suffix
 from pipeline.run_liveness import process_tags
 from pipeline.tracker_factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking import ensure_experiment, server_reachable
-from pipeline.tracking_store import default_artifact_root, default_tracking_uri
+from pipeline.tracking_store import artifact_root_for
 
 log = logging.getLogger("pipeline")
 
@@ -68,7 +68,7 @@ class SweepTracking(Callback):
             return
         from mlflow.tracking import MlflowClient
 
-        root = default_artifact_root() if uri == default_tracking_uri() else None
+        root = artifact_root_for(uri)
         self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
         self.client = MlflowClient(tracking_uri=uri)
         overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])

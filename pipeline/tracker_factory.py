@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from pipeline.tracker_process import TrackerProcess
 from pipeline.tracking import MlflowTracker, NullTracker, Tracker, server_reachable
-from pipeline.tracking_store import default_artifact_root, default_tracking_uri
+from pipeline.tracking_store import artifact_root_for, default_tracking_uri
 
 log = logging.getLogger("pipeline")
 
@@ -37,7 +37,7 @@ def make_tracker(tracking: DictConfig, run_dir: Path) -> Tracker:
         return NullTracker()
     uri = resolve_tracking_uri(tracking)
     parent = os.environ.get(PARENT_RUN_ENV) or None
-    artifact_root = default_artifact_root() if uri == default_tracking_uri() else None
+    artifact_root = artifact_root_for(uri)
     if not server_reachable(uri):
         if not tracking.fallback_to_local:
             raise ConnectionError(

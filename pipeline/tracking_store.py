@@ -1,4 +1,7 @@
-"""Where the default MLflow store lives: a sqlite file and an artifact folder under outputs/."""
+"""Where the default MLflow store lives: a sqlite file and an artifact folder under outputs/.
+
+Any sqlite store keeps its artifacts beside its database file: MLflow's own default would be
+`./mlruns` under whatever directory the command happened to run in."""
 
 from __future__ import annotations
 
@@ -15,3 +18,12 @@ def default_tracking_uri(store_dir: Path = DEFAULT_STORE_DIR) -> str:
 def default_artifact_root(store_dir: Path = DEFAULT_STORE_DIR) -> str:
     """The local artifact folder beside that database, as a file URI."""
     return (store_dir / "mlartifacts").resolve().as_uri()
+
+
+def artifact_root_for(uri: str) -> str | None:
+    """The artifact root a new experiment in this store gets: `mlartifacts/` beside a sqlite
+    database; None (MLflow's choice) for a server or any other store."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    database = Path(uri.removeprefix("sqlite:///"))
+    return default_artifact_root(database.parent)

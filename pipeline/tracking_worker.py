@@ -8,6 +8,7 @@ run (stdin closes early), the run is ended KILLED with a tag saying so.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -96,6 +97,9 @@ def serve(requests: IO[str], channel: IO[str]) -> None:
 
 
 def main() -> None:
+    # A short-lived logger with few cycles: no cyclic collections while MLflow's modules load and
+    # its store is created (-0.45 s of this process's ~3 s of CPU, which a loaded machine feels).
+    gc.disable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     channel = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints cannot corrupt replies

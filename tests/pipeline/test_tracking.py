@@ -92,3 +92,22 @@ def test_tables_load_in_mlflow_as_pandas_reads_the_csv(
     loaded = client.load_table(run.info.experiment_id, "tables/events.json", [tracker.run_id])
     expected = pd.read_csv(csv_path).replace([float("inf")], float("nan"))
     pd.testing.assert_frame_equal(loaded, expected, check_dtype=False)
+
+
+def test_a_sqlite_store_keeps_artifacts_beside_its_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.runner import run_pipeline
+    from tests.helpers.configs import compose_config
+
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # MLflow's own default would put ./mlruns here
+    cfg = compose_config(tmp_path, ["model=mlp", "backend=portable"])
+    result = run_pipeline(cfg, print_summary=False)
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.get_run(str(result.tracking_run_id))
+    assert run.info.artifact_uri.startswith((tmp_path / "mlartifacts").as_uri())
+    assert (tmp_path / "mlartifacts").is_dir()
+    assert not (elsewhere / "mlruns").exists()

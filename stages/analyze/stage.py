@@ -283,6 +283,7 @@ def _compare(
     return flows, not_evaluated, verdict, gaps
 
 
+@paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
 def run_analyze(
     cfg: AnalyzeConfig,
     etdump: Path,
@@ -291,17 +292,6 @@ def run_analyze(
     run_dir: Path,
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
-    with paused_gc():  # a batch of mostly acyclic rows: heap-wide collections only cost time
-        return _analyze(cfg, etdump, debug_buffer, etrecord, run_dir)
-
-
-def _analyze(
-    cfg: AnalyzeConfig,
-    etdump: Path,
-    debug_buffer: Path | None,
-    etrecord: Path | None,
-    run_dir: Path,
-) -> AnalyzeArtifacts:
     started = time.perf_counter()
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     gap_comparator = metric_comparator(comparators, cfg.gap_metric)

@@ -257,10 +257,9 @@ def _end_tracking(
         result.tracking, result.tracking_run_id = tracker.describe(), tracker.run_id
 
 
-def _invocation_key(cfg: DictConfig, result: PipelineResult) -> str:
+def _invocation_key(cfg: DictConfig, result: PipelineResult, uri: str) -> str:
     config = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
-    digests = [outcome.digest for outcome in result.stages]
-    return invocation_key(config, digests, resolve_tracking_uri(cfg.tracking))
+    return invocation_key(config, [outcome.digest for outcome in result.stages], uri)
 
 
 def _finish_tracking(
@@ -272,7 +271,7 @@ def _finish_tracking(
     )
     cache_dir = Path(cfg.cache_dir).expanduser().resolve()
     uri = resolve_tracking_uri(cfg.tracking)
-    key = _invocation_key(cfg, result) if eligible else ""
+    key = _invocation_key(cfg, result, uri) if eligible else ""
     reused = all(o.status == StageStatus.reused for o in result.stages)
     if eligible and reused and not cfg.tracking.log_unchanged and not tracker.begun:
         earlier = unchanged_tracking_run(cache_dir, key, uri)

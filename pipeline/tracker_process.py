@@ -26,7 +26,7 @@ from pipeline.run_liveness import process_tags
 from pipeline.tracking_worker import REPLY_ERROR, REPLY_LOG, REPLY_SYNC
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-_GONE = {"error": "the tracking process ended unexpectedly (see the lines above)"}
+GONE = "the tracking process ended unexpectedly (see the lines above)"
 
 
 def _child_env() -> dict[str, str]:
@@ -113,7 +113,7 @@ class TrackerProcess:
             self._stdin.write(json.dumps({"call": call, "args": args}) + "\n")
             self._stdin.flush()
         except (BrokenPipeError, ValueError, OSError):
-            self._error = self._error or _GONE["error"]
+            self._error = self._error or GONE
             self._raise_if_failed()
 
     def _sync(self) -> None:
@@ -121,7 +121,7 @@ class TrackerProcess:
         self._send("sync", {})
         reply = self._replies.get()
         if not reply and self._error is None:
-            self._error = _GONE["error"]
+            self._error = GONE
         self._synced = {**self._synced, **{k: v for k, v in reply.items() if v is not None}}
         self._raise_if_failed()
 
@@ -148,7 +148,7 @@ class TrackerProcess:
                 self._error = self._error or reply.get("error")
                 self._replies.put(reply)
         if self._error is None and self._child.wait() != 0:
-            self._error = _GONE["error"]
+            self._error = GONE
         self._replies.put({"error": self._error} if self._error else {})  # wakes a waiting sync
 
     def abandon(self) -> None:

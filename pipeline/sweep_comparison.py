@@ -234,23 +234,16 @@ def _plot(path: Path, rows: list[RunRow]) -> Path | None:
     ]
     if not points:
         return None
-    from stages.analyze.plots import plt, save_figure
+    from stages.analyze.plots import plot_points
+    from stages.analyze.svg_charts import Point
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r, latency_ms, gap in points:
-        ax.scatter(latency_ms, gap, s=40)
-        ax.annotate(
-            f"{r.model}/{r.label}",
-            (latency_ms, gap),
-            fontsize=8,
-            xytext=(4, 4),
-            textcoords="offset points",
-        )
     metrics = ", ".join(sorted({r.gap_metric or "?" for r, _, _ in points}))
-    ax.set_xlabel("latency p50 (ms)")
-    ax.set_ylabel(f"max gap: worst accumulated {metrics} (snr in dB; exact = 300)")
-    ax.set_title("Latency against numeric gap per (model, backend, precision)")
-    save_figure(fig, path)
+    plot_points(
+        path,
+        [Point(latency_ms, gap, f"{r.model}/{r.label}") for r, latency_ms, gap in points],
+        "Latency against numeric gap per (model, backend, precision)",
+        ("latency p50 (ms)", f"max gap: worst accumulated {metrics} (snr in dB; exact = 300)"),
+    )
     return path
 
 
@@ -270,13 +263,13 @@ def format_table(rows: list[RunRow]) -> str:
 
 
 def compare_runs(client: Any, runs: Sequence[Any], out_dir: Path) -> Comparison:
-    """Write comparison_runs.csv, latency_vs_gap.png and comparison_ops_<model>.csv to out_dir."""
+    """Write comparison_runs.csv, latency_vs_gap.svg and comparison_ops_<model>.csv to out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         rows = run_rows(client, runs, Path(scratch))
         runs_path = out_dir / "comparison_runs.csv"
         _write_csv(runs_path, [dataclasses.asdict(r) for r in rows], RUN_COLUMNS)
-        plot = _plot(out_dir / "latency_vs_gap.png", rows)
+        plot = _plot(out_dir / "latency_vs_gap.svg", rows)
         per_op = []
         for model in sorted({r.model for r in rows}):
             ops = per_op_rows(client, runs, rows, model, Path(scratch))

@@ -26,6 +26,7 @@ from pipeline.fingerprint import flatten_config
 from pipeline.hard_links import link_or_copy
 from pipeline.mlflow_tables import LOGGED_ARTIFACTS_TAG, table_json
 from pipeline.run_liveness import mark_dead_runs_killed, process_tags
+from pipeline.store_template import keep_template, seed_store
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +128,14 @@ def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = Non
     from mlflow.tracking import MlflowClient
 
     quiet_dependency_logs()
+    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
     with store_lock(uri):
+        new_store = database is not None and not database.exists()
+        seeded = new_store and database is not None and seed_store(database)
         client = MlflowClient(tracking_uri=uri)
         found = client.get_experiment_by_name(experiment)
+        if new_store and not seeded and database is not None:
+            keep_template(database)  # MLflow migrated this one: the next new store is a copy
         if found is not None:
             return str(found.experiment_id)
         location = f"{artifact_root}/{experiment}" if artifact_root else None

@@ -1,4 +1,4 @@
-"""report.html: one self-contained page (inline CSS, plots as data URIs) — summary, tables, plots."""
+"""report.html: one self-contained page (inline CSS, SVG plots as data URIs) — summary, tables, plots."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _table(records: list[dict[str, Any]], columns: list[str], limit: int | None 
 
 def _image(path: Path, alt: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+    return f'<img alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
 def _facts(summary: dict[str, Any]) -> dict[str, Any]:

@@ -1,36 +1,30 @@
-"""PNG plots: top ops by p50; accumulated and local gap along the graph with threshold and verdict."""
+"""SVG plots: top ops by p50; accumulated and local gap along the graph with threshold and verdict."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-import matplotlib
+from stages.analyze.svg_charts import Marker, Point, Series, bar_chart, line_chart, scatter_chart
+from stages.formats.atomic_write import write_text_atomic
 
-from stages.formats.atomic_write import atomic_path
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-
-def save_figure(fig: plt.Figure, path: Path) -> None:
-    """Save a PNG atomically and free the figure."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+DELEGATED_COLOR = "#3b7dd8"
+OPERATOR_COLOR = "#e08a2c"
 
 
 def plot_top_ops(
     path: Path, labels: list[str], p50: list[float], delegated: list[bool], unit: str
 ) -> None:
-    fig, ax = plt.subplots(figsize=(8, 0.35 * max(len(labels), 3) + 1))
-    colors = ["#3b7dd8" if d else "#e08a2c" for d in delegated]
-    ax.barh(range(len(labels)), p50, color=colors)
-    ax.set_yticks(range(len(labels)), [lab[:60] for lab in labels], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel(f"p50 ({unit})")
-    ax.set_title("Slowest ops (blue: inside a delegate, orange: operator)")
-    save_figure(fig, path)
+    colors = [DELEGATED_COLOR if d else OPERATOR_COLOR for d in delegated]
+    svg = bar_chart(
+        labels,
+        p50,
+        colors,
+        "Slowest ops by p50",
+        f"p50 ({unit})",
+        legend=[(DELEGATED_COLOR, "inside a delegate"), (OPERATOR_COLOR, "operator")],
+    )
+    write_text_atomic(path, svg)
 
 
 def _clip(values: list[float], floor: float, ceiling: float) -> list[float]:
@@ -57,17 +51,25 @@ def plot_gap(
     hi = max([*finite, threshold if threshold is not None else 1.0], default=1.0)
     pad = (hi - lo) * 0.1 or 1.0
     floor, ceiling = lo - pad, hi + pad
-    xs = list(range(len(accumulated)))
-    fig, ax = plt.subplots(figsize=(9, 4))
-    ax.plot(xs, _clip(accumulated, floor, ceiling), label="accumulated gap", color="#3b7dd8")
-    ax.plot(xs, _clip(local, floor, ceiling), label="local gap", color="#2ca25f", linestyle="--")
+    series = [
+        Series("accumulated gap", _clip(accumulated, floor, ceiling), "#3b7dd8"),
+        Series("local gap", _clip(local, floor, ceiling), "#2ca25f", dashed=True),
+    ]
+    markers = []
     if threshold is not None:
-        ax.axhline(threshold, color="#d62728", linewidth=1, label=f"threshold {threshold:g}")
+        markers.append(Marker(f"threshold {threshold:g}", threshold, "#d62728"))
     if first_divergence is not None:
-        ax.axvline(first_divergence, color="#d62728", linestyle=":", label="first divergence")
-    ax.set_xlabel("compared output (graph order)")
-    ax.set_ylabel(metric)
-    ax.set_ylim(floor, ceiling)
-    ax.set_title(f"Numeric gap along the graph ({metric}; ∞ drawn at the top edge)")
-    ax.legend(loc="best", fontsize=8)
-    save_figure(fig, path)
+        markers.append(Marker("first divergence", first_divergence, "#d62728", vertical=True))
+    svg = line_chart(
+        series,
+        markers,
+        (floor, ceiling),
+        f"Numeric gap along the graph ({metric}; ∞ drawn at the top edge)",
+        ("compared output (graph order)", metric),
+    )
+    write_text_atomic(path, svg)
+
+
+def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, str]) -> None:
+    """Labelled points (a sweep's runs: latency against gap)."""
+    write_text_atomic(path, scatter_chart(points, title, labels))

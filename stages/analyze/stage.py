@@ -44,8 +44,8 @@ from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
 from stages.formats.paused_gc import paused_gc
 
-TOP_OPS_PNG = "top_ops_p50.png"
-GAP_PNG = "numeric_gap.png"
+TOP_OPS_SVG = "top_ops_p50.svg"
+GAP_SVG = "numeric_gap.svg"
 # MLflow metrics must be finite: an exact match (SNR = inf dB) is logged as this many dB.
 SNR_METRIC_CAP_DB = 300.0
 
@@ -117,13 +117,13 @@ def _plots(
     slowest = slowest_ops(events, top_k)
     if slowest:
         plot_top_ops(
-            run_dir / TOP_OPS_PNG,
+            run_dir / TOP_OPS_SVG,
             ["+".join(e["op_names"]) or e["event_name"] for e in slowest],
             [e["p50"] for e in slowest],
             [bool(e["is_delegated_op"]) for e in slowest],
             summary["time_unit"],
         )
-        plots.append(run_dir / TOP_OPS_PNG)
+        plots.append(run_dir / TOP_OPS_SVG)
     metric = summary["gap_metric"]
     compared = [g for g in gaps if g["status"] == "ok" and metric in g]
     if compared:
@@ -134,14 +134,14 @@ def _plots(
             else None
         )
         plot_gap(
-            run_dir / GAP_PNG,
+            run_dir / GAP_SVG,
             [float(g[metric]) for g in compared],
             [float(g.get(f"local_{metric}", g[metric])) for g in compared],
             summary["threshold"],
             metric,
             first_x,
         )
-        plots.append(run_dir / GAP_PNG)
+        plots.append(run_dir / GAP_SVG)
     return plots
 
 

@@ -35,12 +35,11 @@ class Trace:
     statics: list[tuple[str, str]] = field(default_factory=list)  # (name JSON, args tail JSON)
     blocks: list[str] = field(default_factory=list)  # block names as JSON strings
     lanes: dict[str, int] = field(default_factory=lambda: {"operators": OPERATOR_LANE})
-    origin: float | None = None
 
-    def add(self, span: tuple[float, float], lane: int, block: int, static: int) -> None:
-        start = span[0]
-        self.origin = start if self.origin is None else min(self.origin, start)
-        self.slices.append((span[0], span[1], lane, block, static))
+    @property
+    def origin(self) -> float | None:
+        """The earliest slice start (ns): the trace's zero."""
+        return min((s[0] for s in self.slices), default=None)
 
 
 def _static(
@@ -64,12 +63,49 @@ def _static(
     return json.dumps(label), json.dumps(args, allow_nan=False)[1:]  # "...}" without its "{"
 
 
+@dataclass(frozen=True)
+class _Instruction:
+    """What every occurrence of one (event name, instruction, identifier) shares."""
+
+    static: int
+    lane: int
+    delegated: bool
+    starts_call: bool
+
+
+def _instruction(
+    trace: Trace,
+    index: ProgramIndex,
+    pe: Any,
+    ident: Any,
+    gaps: dict[tuple[int, ...], dict[str, Any]],
+) -> _Instruction:
+    """Link one instruction's event once: its label, args and lane."""
+    found = link_event(index, pe.name, pe.instruction_id, ident)
+    ops = ops_of(index, found.debug_handles if found else ())
+    label = "+".join(ops["op_names"]) if ops["op_names"] and ident is not None else pe.name
+    trace.statics.append(_static(label, pe, found, ops, ident, gaps))
+    lane = OPERATOR_LANE
+    if ident is not None:
+        backend = (found.delegate_backend_name if found else "") or "delegate"
+        partition = found.partition_id if found and found.partition_id is not None else 0
+        lane = trace.lanes.setdefault(f"{backend} partition {partition}", len(trace.lanes) + 1)
+    return _Instruction(
+        len(trace.statics) - 1,
+        lane,
+        ident is not None,
+        ident is None and pe.name == DELEGATE_CALL_EVENT,
+    )
+
+
 def build_trace(
     dump: ETDumpData, index: ProgramIndex, gaps: dict[tuple[int, ...], dict[str, Any]]
 ) -> Trace:
     """A slice for every profile event; `gaps` maps a handle tuple to args to attach."""
     trace = Trace()
-    resolved: dict[tuple[Any, ...], tuple[Link | None, int]] = {}
+    resolved: dict[tuple[Any, ...], _Instruction] = {}
+    ns_per_tick = NS_PER_MS / index.delegate_ticks_per_ms
+    add = trace.slices.append
     for block_index, block in enumerate(dump.run_data):
         trace.blocks.append(json.dumps(block.name))
         call: tuple[float, float] | None = None
@@ -80,64 +116,56 @@ def build_trace(
                 continue
             ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
             key = (pe.name, pe.instruction_id, ident)
-            if key not in resolved:  # the same instruction recurs in every iteration
-                found = link_event(index, pe.name, pe.instruction_id, ident)
-                ops = ops_of(index, found.debug_handles if found else ())
-                label = (
-                    "+".join(ops["op_names"]) if ops["op_names"] and ident is not None else pe.name
-                )
-                trace.statics.append(_static(label, pe, found, ops, ident, gaps))
-                resolved[key] = (found, len(trace.statics) - 1)
-            link, static = resolved[key]
+            known = resolved.get(key)
+            if known is None:  # the same instruction recurs in every iteration
+                known = resolved[key] = _instruction(trace, index, pe, ident, gaps)
             start, end = float(pe.start_time), float(pe.end_time)
-            if ident is None:
-                if pe.name == DELEGATE_CALL_EVENT:
-                    call, delegate_base = (start, end), None
-                lane = OPERATOR_LANE
-            else:
-                ticks = index.delegate_ticks_per_ms
-                if call is not None and not (call[0] <= start <= call[1]):
-                    delegate_base = start if delegate_base is None else delegate_base
-                    start = call[0] + (start - delegate_base) / ticks * NS_PER_MS
-                    end = start + (pe.end_time - pe.start_time) / ticks * NS_PER_MS
-                backend = (link.delegate_backend_name if link else "") or "delegate"
-                partition = link.partition_id if link and link.partition_id is not None else 0
-                lane = trace.lanes.setdefault(
-                    f"{backend} partition {partition}", len(trace.lanes) + 1
-                )
-            trace.add((start, end), lane, block_index, static)
+            if known.starts_call:
+                call, delegate_base = (start, end), None
+            elif known.delegated and call is not None and not (call[0] <= start <= call[1]):
+                delegate_base = start if delegate_base is None else delegate_base
+                start = call[0] + (start - delegate_base) * ns_per_tick
+                end = start + (pe.end_time - pe.start_time) * ns_per_tick
+            add((start, end, known.lane, block_index, known.static))
     return trace
-
-
-def _number(value: float) -> str:
-    if not math.isfinite(value):
-        raise ValueError(f"non-finite time {value} in the trace")  # a bug, never user input
-    return repr(value)
 
 
 def trace_json(trace: Trace) -> str:
     """Chrome trace JSON: times from ns since the first slice to µs, plus the lane names.
 
-    Written as text (each instruction's shared part serialised once): a 100-iteration ETDump
-    has ~24,000 slices."""
+    Written as text, each (instruction, block) pair's shared part serialised once: a
+    100-iteration ETDump has ~24,000 slices."""
     origin = trace.origin or 0.0
+    times = [t for s in trace.slices for t in s[:2]]
+    if not math.isfinite(math.fsum(times)):  # a bug, never user input: times come from ints
+        raise ValueError("non-finite time in the trace")
     meta = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "program"}}]
     meta += [
         {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
         for name, tid in trace.lanes.items()
     ]
-    parts = [json.dumps(m) for m in meta]
-    statics, blocks = trace.statics, trace.blocks
+    parts = [", ".join(json.dumps(m) for m in meta)]
+    # Each slice is joined from pieces made once per instruction, block and lane: only its two
+    # numbers are formatted per slice.
+    heads = [f', {{"name": {name}, "cat": ' for name, _ in trace.statics]
+    tails = [f"{tail}}}" for _, tail in trace.statics]
+    cats = [f'{cat}, "ph": "X", "ts": ' for cat in trace.blocks]
+    block_args = [f'{cat}, "block_index": {i}, ' for i, cat in enumerate(trace.blocks)]
+    lane_args = {lane: f'{lane}, "args": {{"event_block": ' for lane in trace.lanes.values()}
+    extend = parts.extend
     for start, end, lane, block, static in trace.slices:
-        name, tail = statics[static]
-        ts = _number(round((start - origin) / 1e3, 3))  # ns → µs
-        dur = _number(round(max(end - start, 0.0) / 1e3, 3))
-        cat = blocks[block]
-        parts.append(
-            f'{{"name": {name}, "cat": {cat}, "ph": "X", "ts": {ts}, "dur": {dur}, "pid": 1, '
-            f'"tid": {lane}, "args": {{"event_block": {cat}, "block_index": {block}, {tail}}}'
+        dur = end - start if end > start else 0.0
+        extend(
+            (
+                heads[static],
+                cats[block],
+                f'{(start - origin) / 1e3:.3f}, "dur": {dur / 1e3:.3f}, "pid": 1, "tid": ',
+                lane_args[lane],
+                block_args[block],
+                tails[static],
+            )
         )
-    return '{"traceEvents": [' + ", ".join(parts) + '], "displayTimeUnit": "ms"}'
+    return '{"traceEvents": [' + "".join(parts) + '], "displayTimeUnit": "ms"}'
 
 
 def write_trace(path: Path, trace: Trace) -> None:

@@ -30,7 +30,7 @@ from stages.formats.safe_load import (
     BoundedZip,
     UnsafePayloadError,
     ZipLimitError,
-    check_pt2_archive,
+    check_pt2_members,
     load_tensors,
 )
 from stages.formats.samples import Samples
@@ -154,7 +154,7 @@ class ETRecord:
                 f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
             )
         program = archive.read(PROGRAM_MEMBER)
-        check_pt2_archive(program, f"{path} member {PROGRAM_MEMBER}")
+        check_pt2_members(program, f"{path} member {PROGRAM_MEMBER}")
         inputs = _samples(archive.read(INPUTS_MEMBER), f"{path} member {INPUTS_MEMBER}")
         outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path} member {OUTPUTS_MEMBER}")
         handles = {

@@ -88,6 +88,15 @@ _MAX_EXPR = 4096
 
 def verified_pt2_bytes(data: bytes, what: str) -> bytes:
     """Check a torch.export archive member by member; the rebuilt zip torch may then load."""
+    return _verified(data, what, repack=True)
+
+
+def check_pt2_members(data: bytes, what: str) -> None:
+    """The same checks as `verified_pt2_bytes`, for a caller that keeps the archive unloaded."""
+    _verified(data, what, repack=False)
+
+
+def _verified(data: bytes, what: str, repack: bool) -> bytes:
     try:
         with BoundedZip(data, what) as archive:
             root = _single_root(archive.names(), what)
@@ -96,7 +105,7 @@ def verified_pt2_bytes(data: bytes, what: str) -> bytes:
             unexpected = sorted(set(members) - _KNOWN - raw_payloads)
             if unexpected:
                 raise UnsafePayloadError(_unexpected(unexpected[0], what))
-            return repack_stored(archive)
+            return repack_stored(archive) if repack else b""
     except ZipLimitError as exc:
         raise UnsafePayloadError(str(exc)) from exc
 

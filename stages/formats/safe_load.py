@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from stages.formats.bounded_zip import BoundedZip, ZipLimitError, ZipLimits
-from stages.formats.pt2_archive import check_program_targets, verified_pt2_bytes
+from stages.formats.pt2_archive import check_program_targets, check_pt2_members, verified_pt2_bytes
 from stages.formats.tensor_file import UnsafePayloadError, load_tensors
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "ZipLimitError",
     "ZipLimits",
     "check_pt2_archive",
+    "check_pt2_members",
     "load_exported_program_bytes",
     "load_tensor_file",
     "load_tensors",

@@ -135,7 +135,7 @@ def test_verdict_report_trace_plots_and_mlflow(analysed: Path) -> None:
     assert summary["backend"] == "XnnpackBackend"
     assert summary["program_identity"]["status"] == "unproven"
     assert summary["program_identity"]["shape_or_dtype_mismatches"] == 0
-    for name in ("report.html", "trace.json", "top_ops_p50.png", "numeric_gap.png"):
+    for name in ("report.html", "trace.json", "top_ops_p50.svg", "numeric_gap.svg"):
         assert (analysed / name).stat().st_size > 0, name
     trace = json.loads((analysed / "trace.json").read_text())
     assert any("layer_norm" in json.dumps(e) for e in trace["traceEvents"])

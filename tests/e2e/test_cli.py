@@ -113,7 +113,7 @@ def test_full_pipeline_from_the_cli_gives_a_verdict_and_logs_it(tmp_path: Path) 
         "analyze/numeric_gap.csv",
         "analyze/trace.json",
         "analyze/summary.json",
-        "analyze/numeric_gap.png",
+        "analyze/numeric_gap.svg",
     } <= logged
     tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
     assert {"tables/events.json", "tables/numeric_gap.json"} <= tables

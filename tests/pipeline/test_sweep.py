@@ -39,7 +39,7 @@ def test_sweep_logs_children_under_one_parent_and_exports_each_model_once(tmp_pa
     logged = {a.path for a in client.list_artifacts(parent.info.run_id, "comparison")}
     assert {
         "comparison/comparison_runs.csv",
-        "comparison/latency_vs_gap.png",
+        "comparison/latency_vs_gap.svg",
         "comparison/comparison_ops_mlp.csv",
         "comparison/comparison_ops_three_inputs.csv",
     } <= logged

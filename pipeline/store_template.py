@@ -31,12 +31,16 @@ MAX_TEMPLATE_BYTES = 16 << 20
 STORE_ADDED_TABLES = ("experiments",)  # rows MLflow's store adds on open (Default experiment)
 
 
-def cache_dir() -> Path:
-    """$DELEGATE_DEBUGGER_CACHE_DIR, else $XDG_CACHE_HOME/delegate-debugger, else ~/.cache/..."""
+def cache_dir() -> Path | None:
+    """$DELEGATE_DEBUGGER_CACHE_DIR, else $XDG_CACHE_HOME/delegate-debugger, else ~/.cache/...;
+    None where no home directory can be found."""
     named = os.environ.get(CACHE_DIR_ENV)
     if named:
         return Path(named)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    except RuntimeError:  # no $HOME and no password-database entry
+        return None
     return Path(base) / "delegate-debugger"
 
 
@@ -53,9 +57,10 @@ def template_for(directory: Path | None = None) -> tuple[Path, str] | None:
     """The empty store for the installed MLflow and the fingerprint it must have; None for a
     version not listed."""
     found = _mlflow_version()
-    if found is None or found not in KNOWN_EMPTY_STORES:
+    directory = directory or cache_dir()
+    if found is None or found not in KNOWN_EMPTY_STORES or directory is None:
         return None
-    return (directory or cache_dir()) / f"mlflow-{found}-empty-store.db", KNOWN_EMPTY_STORES[found]
+    return directory / f"mlflow-{found}-empty-store.db", KNOWN_EMPTY_STORES[found]
 
 
 def _definition_items(sql: str | None) -> list[str]:
@@ -100,7 +105,8 @@ def content_fingerprint(database: Path) -> str:
         for (table,) in con.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
         ).fetchall():
-            rows = con.execute(f'SELECT * FROM "{table}"').fetchall()
+            quoted = '"' + str(table).replace('"', '""') + '"'
+            rows = con.execute(f"SELECT * FROM {quoted}").fetchall()
             digest.update(repr((table, sorted(rows, key=repr))).encode())
     return digest.hexdigest()
 
@@ -129,6 +135,9 @@ def seed_store(database: Path, directory: Path | None = None) -> bool:
     template, expected = known
     tmp = database.with_name(f".{database.name}.{os.getpid()}.tmp")
     try:
+        if template.stat().st_size > MAX_TEMPLATE_BYTES:  # bounded before anything is copied
+            log.warning("ignoring the empty MLflow store template %s: too large", template)
+            return False
         database.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(template, tmp)
         why = _verified(tmp, expected)

@@ -19,7 +19,11 @@ def _archive(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -
 
 
 def test_stored_and_deflated_members_read_back_exactly() -> None:
-    members = {"a.bin": bytes(range(256)) * 40 + bytes(range(7, 256, 3)) * 40, "dir/é.json": b'{"x": 1}', "empty": b""}
+    members = {
+        "a.bin": bytes(range(256)) * 40 + bytes(range(7, 256, 3)) * 40,
+        "dir/é.json": b'{"x": 1}',
+        "empty": b"",
+    }
     for compression in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         with BoundedZip(_archive(members, compression), "test.zip") as archive:
             assert {name: archive.read(name) for name in archive.names()} == members
@@ -30,7 +34,7 @@ def test_a_flipped_byte_in_a_stored_member_fails_its_crc() -> None:
     data[data.index(b"\x01" * 16) + 100] ^= 0xFF
     with (
         BoundedZip(bytes(data), "test.zip") as archive,
-        pytest.raises(ZipLimitError, match="test.zip member weights is corrupt \\(CRC"),
+        pytest.raises(ZipLimitError, match=r"test.zip member weights is corrupt \(CRC"),
     ):
         archive.read("weights")
 
@@ -50,6 +54,5 @@ def test_a_member_cut_short_by_truncation_is_refused() -> None:
     data = _archive({"big": b"\x02" * 10000})
     directory = data[data.index(b"PK\x01\x02") :]
     cut = data[: 30 + 3 + 5000] + directory  # local header + half the data + directory
-    with pytest.raises(ZipLimitError):
-        with BoundedZip(cut, "cut.zip") as archive:
-            archive.read("big")
+    with pytest.raises(ZipLimitError), BoundedZip(cut, "cut.zip") as archive:
+        archive.read("big")

@@ -94,7 +94,9 @@ def test_a_changed_template_is_refused_and_mlflow_migrates_instead(
     assert "ignoring the empty MLflow store template" in caplog.text
     _store_works(tmp_path / "second.db")
     with contextlib.closing(sqlite3.connect(tmp_path / "second.db")) as con:
-        triggers = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'")}
+        triggers = {
+            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
+        }
         assert "t" not in triggers
         assert con.execute("SELECT description FROM workspaces").fetchone() != ("changed",)
     # The refused template was replaced by a good one from the store MLflow just migrated.

@@ -133,8 +133,8 @@ def build_trace(
 def trace_json(trace: Trace) -> str:
     """Chrome trace JSON: times from ns since the first slice to µs, plus the lane names.
 
-    Written as text, each (instruction, block) pair's shared part serialised once: a
-    100-iteration ETDump has ~24,000 slices."""
+    Written as text from pieces made once per instruction, block and lane: a 100-iteration
+    ETDump has ~24,000 slices."""
     origin = trace.origin or 0.0
     times = [t for s in trace.slices for t in s[:2]]
     if not math.isfinite(math.fsum(times)):  # a bug, never user input: times come from ints

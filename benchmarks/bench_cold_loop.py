@@ -43,9 +43,9 @@ OURS = [sys.executable, "-m", "pipeline", "model=vit", "backend=xnnpack"]
 STAGE_ROW = re.compile(r"^(export|lower|run|analyze)\s+(done|reused)\s+([\d.]+)$", re.M)
 
 
-def _timed(command: list[str], cwd: Path) -> tuple[float, str]:
+def _timed(command: list[str], cwd: Path, env: dict[str, str] = ENV) -> tuple[float, str]:
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
@@ -55,17 +55,8 @@ def _timed(command: list[str], cwd: Path) -> tuple[float, str]:
 def _first_store_cold() -> float:
     """A cold run on a machine with no store template yet (MLflow migrates a new store)."""
     with tempfile.TemporaryDirectory(prefix="bench_first_") as tmp:
-        empty = Path(tmp) / "templates"
-        started = time.perf_counter()
-        subprocess.run(
-            OURS,
-            cwd=tmp,
-            env={**ENV, "DELEGATE_DEBUGGER_CACHE_DIR": str(empty)},
-            capture_output=True,
-            check=True,
-            timeout=900,
-        )
-        return time.perf_counter() - started
+        empty = {**ENV, "DELEGATE_DEBUGGER_CACHE_DIR": str(Path(tmp) / "templates")}
+        return _timed(OURS, Path(tmp), empty)[0]
 
 
 def _prime_template() -> None:

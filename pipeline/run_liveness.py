@@ -93,10 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from mlflow.tracking import MlflowClient
 
-    from pipeline.tracking_store import default_tracking_uri
+    from pipeline.tracking_store import default_tracking_uri, sqlite_database
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+    database = sqlite_database(uri)
+    if database is not None and not database.is_file():
         print(f"error: {uri}: no such store file", file=sys.stderr)
         return 1
     killed = mark_dead_runs_killed(MlflowClient(tracking_uri=uri))

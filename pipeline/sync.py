@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.tracking import ensure_experiment, server_reachable
+from pipeline.tracking_store import sqlite_database
 
 SYNCED_TAG = "synced_to"
 _NOT_COPIED = {"mlflow.parentRunId", SYNCED_TAG}
@@ -77,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="source", required=True, help="the local store's URI")
     parser.add_argument("--to", dest="target", required=True, help="the tracking server's URI")
     args = parser.parse_args(argv)
-    if args.source.startswith("sqlite:///") and not Path(args.source[10:]).is_file():
+    source_db = sqlite_database(args.source)
+    if source_db is not None and not source_db.is_file():
         print(f"error: --from {args.source}: no such store file", file=sys.stderr)
         return 1
     if not server_reachable(args.target):

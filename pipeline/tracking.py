@@ -27,6 +27,7 @@ from pipeline.hard_links import link_or_copy
 from pipeline.mlflow_tables import LOGGED_ARTIFACTS_TAG, table_json
 from pipeline.run_liveness import mark_dead_runs_killed, process_tags
 from pipeline.store_template import keep_template, seed_store
+from pipeline.tracking_store import sqlite_database
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +111,10 @@ def server_reachable(uri: str, timeout_s: float = 3.0) -> bool:
 @contextlib.contextmanager
 def store_lock(uri: str) -> Iterator[None]:
     """Serialize first use of a sqlite store: concurrent creation crashes MLflow 3.17."""
-    if not uri.startswith("sqlite:///"):
+    db_path = sqlite_database(uri)
+    if db_path is None:
         yield
         return
-    db_path = Path(uri.removeprefix("sqlite:///"))
     db_path.parent.mkdir(parents=True, exist_ok=True)
     with Path(f"{db_path}.lock").open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -128,13 +129,12 @@ def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = Non
     from mlflow.tracking import MlflowClient
 
     quiet_dependency_logs()
-    database = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    database = sqlite_database(uri)
     with store_lock(uri):
-        new_store = database is not None and not database.exists()
-        seeded = new_store and database is not None and seed_store(database)
+        migrates = database is not None and not database.exists() and not seed_store(database)
         client = MlflowClient(tracking_uri=uri)
         found = client.get_experiment_by_name(experiment)
-        if new_store and not seeded and database is not None:
+        if migrates and database is not None:
             keep_template(database)  # MLflow migrated this one: the next new store is a copy
         if found is not None:
             return str(found.experiment_id)

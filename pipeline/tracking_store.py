@@ -20,10 +20,13 @@ def default_artifact_root(store_dir: Path = DEFAULT_STORE_DIR) -> str:
     return (store_dir / "mlartifacts").resolve().as_uri()
 
 
+def sqlite_database(uri: str) -> Path | None:
+    """The database file of a `sqlite:///PATH` store; None for a server or any other store."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
 def artifact_root_for(uri: str) -> str | None:
     """The artifact root a new experiment in this store gets: `mlartifacts/` beside a sqlite
     database; None (MLflow's choice) for a server or any other store."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    database = Path(uri.removeprefix("sqlite:///"))
-    return default_artifact_root(database.parent)
+    database = sqlite_database(uri)
+    return None if database is None else default_artifact_root(database.parent)

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.tracking_store import sqlite_database
 from stages.formats.atomic_write import write_text_atomic
 
 RECORD_DIR = "invocations"
@@ -68,8 +69,8 @@ def recorded_run_id(cache_dir: Path, key: str, uri: str) -> str | None:
 
 def sqlite_run_finished(uri: str, run_id: str) -> bool:
     """True when a sqlite store holds `run_id`, FINISHED and active (read-only; no MLflow)."""
-    db = Path(uri.removeprefix("sqlite:///"))
-    if not db.is_file():
+    db = sqlite_database(uri)
+    if db is None or not db.is_file():
         return False
     try:
         with contextlib.closing(

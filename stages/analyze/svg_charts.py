@@ -246,5 +246,8 @@ def scatter_chart(points: Sequence[Point], title: str, labels: tuple[str, str]) 
             f"<circle cx='{_num(x)}' cy='{_num(y)}' r='4' fill='#3b7dd8'>"
             f"<title>{escape(p.label)}</title></circle>"
         )
-        canvas.text(x + 6, y - 6, p.label, 9)
+        if x > (left + width - right) / 2:  # right half: label to the left, inside the plot
+            canvas.text(x - 6, y - 6, p.label, 9, text_anchor="end")
+        else:
+            canvas.text(x + 6, y - 6, p.label, 9)
     return canvas.svg()

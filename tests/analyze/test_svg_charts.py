@@ -71,3 +71,6 @@ def test_scatter_skips_non_finite_points() -> None:
         "vit/xnnpack",
         "mlp/qnn",
     ]
+    # The rightmost point's label runs leftwards, so it stays inside the picture.
+    labels = {t.text: t.attrib.get("text-anchor") for t in root.iter(f"{SVG}text")}
+    assert labels["mlp/qnn"] == "end" and labels["vit/xnnpack"] is None

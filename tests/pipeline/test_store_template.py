@@ -25,10 +25,11 @@ def templates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-def _template(directory: Path) -> Path:
+def _template(directory: Path) -> tuple[Path, str]:
+    """The template's path and the fingerprint recorded for the installed MLflow."""
     known = template_for(directory)
     assert known is not None, "the installed MLflow has no recorded empty-store fingerprint"
-    return known[0]
+    return known
 
 
 def _store_works(database: Path) -> None:
@@ -49,10 +50,11 @@ def test_first_store_is_kept_and_the_next_one_is_a_verified_copy(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     ensure_experiment(f"sqlite:///{tmp_path / 'first.db'}", "e")
-    template = _template(templates)
+    template, recorded = _template(templates)
     assert template.is_file()
     # The constant is what MLflow's own migrations produce (schema items in any order).
-    assert content_fingerprint(template) == KNOWN_EMPTY_STORES[template.name.split("-")[1]]
+    assert recorded in KNOWN_EMPTY_STORES.values()
+    assert content_fingerprint(template) == recorded
     ensure_experiment(f"sqlite:///{tmp_path / 'second.db'}", "e")
     _store_works(tmp_path / "second.db")
     _store_works(tmp_path / "first.db")
@@ -88,7 +90,7 @@ def test_a_changed_template_is_refused_and_mlflow_migrates_instead(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     ensure_experiment(f"sqlite:///{tmp_path / 'first.db'}", "e")
-    template = _template(templates)
+    template, recorded = _template(templates)
     tamper(template)  # type: ignore[operator]
     ensure_experiment(f"sqlite:///{tmp_path / 'second.db'}", "e")
     assert "ignoring the empty MLflow store template" in caplog.text
@@ -100,7 +102,7 @@ def test_a_changed_template_is_refused_and_mlflow_migrates_instead(
         assert "t" not in triggers
         assert con.execute("SELECT description FROM workspaces").fetchone() != ("changed",)
     # The refused template was replaced by a good one from the store MLflow just migrated.
-    assert content_fingerprint(template) == KNOWN_EMPTY_STORES[template.name.split("-")[1]]
+    assert content_fingerprint(template) == recorded
 
 
 def test_an_existing_store_is_never_overwritten(templates: Path, tmp_path: Path) -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
-from stages.analyze.comparators import build_comparators
-from stages.analyze.linking import ProgramIndex
-from stages.analyze.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.compare.comparators import build_comparators
+from stages.analyze.compare.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.link.linking import ProgramIndex
 from stages.formats.etdump import read_etdump
 from stages.formats.etrecord import ETRecord
 from tests.helpers.configs import compose_config

@@ -10,7 +10,7 @@
   loaded/quiet ratio <= ExecuTorch's.
 
 A new sqlite MLflow store starts as a copy of the verified empty store the machine's first run
-kept (pipeline/store_template.py). The script primes its own template directory first, and also
+kept (pipeline/tracking/store_template.py). The script primes its own template directory first, and also
 times cold runs with an empty one (`first store on this machine`: MLflow runs its migrations).
 
     PYTHONPATH=. python benchmarks/bench_cold_loop.py [--reps 3] [--load]
@@ -62,7 +62,7 @@ def _first_store_cold() -> float:
 def _prime_template() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_prime_") as tmp:
         code = (
-            "from pipeline.tracking import ensure_experiment; "
+            "from pipeline.tracking.mlflow_tracker import ensure_experiment; "
             f"ensure_experiment('sqlite:///{tmp}/mlflow.db', 'prime')"
         )
         subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, check=True)

@@ -1,7 +1,7 @@
 """How long Model Explorer takes to show a large model with the analyze stage's overlays.
 
 Runs the pipeline for `model=vit` (default: the 12-block ViT-Ti/16) on xnnpack, starts
-`python -m pipeline.explore <run dir> --no-open`, and times, in headless Chromium, from opening
+`python -m pipeline.tools.explore <run dir> --no-open`, and times, in headless Chromium, from opening
 the page until the graph is converted and every overlay file is loaded with its statistics
 (fresh browser profile each round). Needs the `[explorer]` extra and Chromium.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
-from stages.analyze.model_explorer_overlay import OverlayFile
+from stages.analyze.report.model_explorer_overlay import OverlayFile
 from tests.helpers.configs import compose_config
 from tests.helpers.headless_chromium import HeadlessChromium
 
@@ -53,7 +53,7 @@ def _start_server(run_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], st
             [
                 sys.executable,
                 "-m",
-                "pipeline.explore",
+                "pipeline.tools.explore",
                 str(run_dir),
                 "--no-open",
                 "--port",

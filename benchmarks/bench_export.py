@@ -58,9 +58,9 @@ def main() -> Mapping[str, float]:
     from hydra import compose, initialize_config_module
     from omegaconf import open_dict
 
-    from pipeline.config import register_configs
+    from pipeline.config.schema import register_configs
     from pipeline.runner import run_pipeline
-    from pipeline.tracker_factory import make_tracker
+    from pipeline.tracking.factory import make_tracker
 
     import_s = time.perf_counter() - t0
 

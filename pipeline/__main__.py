@@ -14,11 +14,11 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from pipeline.config import register_configs  # noqa: E402
+from pipeline.cache.run_dirs import register_run_suffix  # noqa: E402
+from pipeline.config.schema import register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
-from pipeline.job_failures import FailedJob, record_failed_job  # noqa: E402
-from pipeline.run_dirs import register_run_suffix  # noqa: E402
+from pipeline.sweeps.job_failures import FailedJob, record_failed_job  # noqa: E402
 
 register_configs()
 register_run_suffix()
@@ -49,8 +49,8 @@ def main(cfg: DictConfig) -> None:
 
 def _end_open_sweeps(killed: bool) -> None:
     """A sweep stopped before its end leaves no parent run RUNNING."""
-    if "pipeline.sweep_callback" in sys.modules:  # only sweeps load it (keeps --help light)
-        from pipeline.sweep_callback import end_open_sweeps
+    if "pipeline.sweeps.callback" in sys.modules:  # only sweeps load it (keeps --help light)
+        from pipeline.sweeps.callback import end_open_sweeps
 
         end_open_sweeps(killed)
 

@@ -19,21 +19,21 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.config import STAGE_ORDER, stage_names
-from pipeline.config_checks import check_config
+from pipeline.cache.fingerprint import compute_fingerprint, explain_change
+from pipeline.cache.run_dirs import default_run_dir_name
+from pipeline.cache.stage_cache import StageCache
+from pipeline.config.checks import check_config
+from pipeline.config.model_option import settle_model_option
+from pipeline.config.schema import STAGE_ORDER, stage_names
 from pipeline.cpu_threads import use_free_cores
-from pipeline.deferred_tracker import DeferredTracker
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
-from pipeline.fingerprint import compute_fingerprint, explain_change
-from pipeline.model_option import settle_model_option
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
-from pipeline.run_dirs import default_run_dir_name
-from pipeline.stage_cache import StageCache
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
-from pipeline.tracker_factory import PARENT_RUN_ENV, make_tracker, resolve_tracking_uri
-from pipeline.tracking import Tracker, git_commit
-from pipeline.unchanged_runs import (
+from pipeline.tracking.deferred import DeferredTracker
+from pipeline.tracking.factory import PARENT_RUN_ENV, make_tracker, resolve_tracking_uri
+from pipeline.tracking.mlflow_tracker import Tracker, git_commit
+from pipeline.tracking.unchanged_runs import (
     invocation_key,
     remember_tracking_run,
     unchanged_tracking_run,

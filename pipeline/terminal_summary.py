@@ -11,7 +11,7 @@ def _analysis_lines(result: PipelineResult) -> list[str]:
     if not summary.is_file():
         return []
     try:
-        from stages.analyze.terminal_report import format_terminal_report
+        from stages.analyze.report.terminal_report import format_terminal_report
     except ImportError:
         return []
     return [format_terminal_report(summary)]

@@ -11,35 +11,35 @@ from typing import Any
 
 from torch.export import ExportedProgram
 
-from stages.analyze.comparators import build_comparators
-from stages.analyze.config import AnalyzeConfig
-from stages.analyze.control_flow import CondRecord, cond_sites, untaken_fault_warnings
-from stages.analyze.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
-from stages.analyze.exact_compare import tie_tolerance
-from stages.analyze.graph_outputs import write_graph_outputs
-from stages.analyze.html_report import render_report, write_report
-from stages.analyze.linking import ProgramIndex, check_same_program
-from stages.analyze.loading import AnalysisInputs, load_inputs
-from stages.analyze.metadata_parsers import resolve_parser
-from stages.analyze.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
-from stages.analyze.plots import plot_gap, plot_top_ops
-from stages.analyze.program_identity import (
-    UNPROVEN,
-    AnalysedFiles,
-    check_logged_outputs,
-    prove_identity,
-)
-from stages.analyze.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
-from stages.analyze.trace_export import build_trace, write_trace
-from stages.analyze.unused_inputs import NotEvaluated, gap_blocker, no_outputs
-from stages.analyze.unused_inputs import report as report_unused
-from stages.analyze.verdict import (
+from stages.analyze.compare.comparators import build_comparators
+from stages.analyze.compare.exact_compare import tie_tolerance
+from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
+from stages.analyze.compare.verdict import (
     Verdict,
     decide,
     metric_comparator,
     row_diverged,
     threshold_for,
 )
+from stages.analyze.config import AnalyzeConfig
+from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
+from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
+from stages.analyze.link.linking import ProgramIndex, check_same_program
+from stages.analyze.link.metadata_parsers import resolve_parser
+from stages.analyze.link.program_identity import (
+    UNPROVEN,
+    AnalysedFiles,
+    check_logged_outputs,
+    prove_identity,
+)
+from stages.analyze.load.loading import AnalysisInputs, load_inputs
+from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outputs
+from stages.analyze.load.unused_inputs import report as report_unused
+from stages.analyze.report.graph_outputs import write_graph_outputs
+from stages.analyze.report.html_report import render_report, write_report
+from stages.analyze.report.plots import plot_gap, plot_top_ops
+from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
+from stages.analyze.report.trace_export import build_trace, write_trace
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
 from stages.formats.paused_gc import paused_gc

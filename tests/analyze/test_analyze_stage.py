@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from stages.analyze.comparators import build_comparators
+from stages.analyze.compare.comparators import build_comparators
+from stages.analyze.compare.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.compare.verdict import VerdictConfigError, decide
 from stages.analyze.config import AnalyzeConfig
-from stages.analyze.event_table import EVENT_COLUMNS, TimeUnitError
-from stages.analyze.linking import ProgramIndex, ProgramMismatchError
-from stages.analyze.metadata_parsers import MetadataParserError
-from stages.analyze.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.link.event_table import EVENT_COLUMNS, TimeUnitError
+from stages.analyze.link.linking import ProgramIndex, ProgramMismatchError
+from stages.analyze.link.metadata_parsers import MetadataParserError
+from stages.analyze.report.terminal_report import format_terminal_report
 from stages.analyze.stage import run_analyze
-from stages.analyze.terminal_report import format_terminal_report
-from stages.analyze.verdict import VerdictConfigError, decide
 from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT, STAMP_EVENTS
 from stages.formats.etrecord import ETRecord

@@ -11,7 +11,7 @@ import pytest
 from omegaconf import DictConfig
 
 from pipeline.runner import run_pipeline
-from pipeline.sweep_comparison import read_timed_ops
+from pipeline.sweeps.comparison import read_timed_ops
 
 
 def test_latency_is_in_ms_and_the_run_and_analyze_stages_agree(

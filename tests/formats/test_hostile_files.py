@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from stages.analyze.loading import load_inputs
+from stages.analyze.load.loading import load_inputs
 from stages.export.config import InputSpec, ModelConfig
 from stages.export.model_factory import ModelConfigError, build_model
 from stages.export.representative_inputs import InputsConfigError, load_inputs_file

@@ -8,7 +8,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, open_dict
 
-from pipeline.config import register_configs
+from pipeline.config.schema import register_configs
 
 register_configs()
 

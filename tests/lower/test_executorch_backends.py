@@ -73,7 +73,7 @@ def test_options_executorch_cannot_honour_are_refused(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     cfg = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.precision=fp16")
-    # Refused before any stage runs (pipeline.config_checks), with the lower stage's own words.
+    # Refused before any stage runs (pipeline.config.checks), with the lower stage's own words.
     with pytest.raises(ConfigValueError, match=r"backend\.precision='fp16'.*fp32 programs only"):
         run_pipeline(cfg, print_summary=False)
 

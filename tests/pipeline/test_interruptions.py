@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.run_liveness import (
+from pipeline.tracking.liveness import (
     HOST_TAG,
     KILLED_REASON_TAG,
     PID_TAG,
     START_TAG,
     process_tags,
 )
-from pipeline.run_liveness import main as run_liveness_main
-from pipeline.tracking import ensure_experiment, store_lock
+from pipeline.tracking.liveness import main as run_liveness_main
+from pipeline.tracking.mlflow_tracker import ensure_experiment, store_lock
 from tests.helpers.cli_runner import REPO
 
 _OUT = {"capture_output": True, "text": True, "check": True}

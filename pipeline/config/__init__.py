@@ -1,0 +1,1 @@
+"""Config schemas in Hydra's ConfigStore and the checks a schema cannot express."""

@@ -1,0 +1,1 @@
+"""Sweeps: the Hydra callback, failed-job markers, the comparison of finished runs."""

@@ -1,0 +1,149 @@
+"""Hydra callback for sweeps: one parent MLflow run, child runs per job, a comparison at the end.
+
+The store and experiment are created here, before any job starts (parallel creation of a new
+sqlite store crashes MLflow); jobs find the parent through $PIPELINE_PARENT_RUN_ID.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.cache.run_dirs import register_run_suffix
+from pipeline.sweeps.job_failures import failed_jobs
+from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
+from pipeline.tracking.liveness import process_tags
+from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
+from pipeline.tracking.store import artifact_root_for
+
+log = logging.getLogger("pipeline")
+
+# Launcher workers (joblib, submitit) unpickle this callback before they resolve the sweep dir.
+register_run_suffix()
+
+
+_OPEN: list[SweepTracking] = []  # sweeps whose parent run is not ended yet
+
+
+def end_open_sweeps(killed: bool) -> None:
+    """End the parent runs of sweeps stopped before their end (Ctrl-C: KILLED; else FAILED)."""
+    os.environ.pop(PARENT_RUN_ENV, None)
+    while _OPEN:
+        sweep = _OPEN.pop()
+        reason = (
+            "interrupted by the user (Ctrl-C)" if killed else "the sweep stopped before its end"
+        )
+        try:
+            sweep.client.set_tag(sweep.parent_id, "error", reason)
+            sweep.client.set_terminated(sweep.parent_id, status="KILLED" if killed else "FAILED")
+        except Exception as exc:  # the store may be what failed; the next start marks it
+            log.warning("could not end sweep parent run %s: %s", sweep.parent_id, exc)
+
+
+class SweepFailedError(SystemExit):
+    """Some jobs of the sweep failed (the others finished and are recorded)."""
+
+
+class SweepTracking(Callback):
+    """Parent run around a multirun; comparison artifact and failure count when it ends."""
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self.parent_id: str | None = None
+        self.experiment_id: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        tracking = config.tracking
+        if not tracking.enabled:
+            return
+        uri = resolve_tracking_uri(tracking)
+        if not server_reachable(uri):
+            log.warning("sweep: tracking server %s unreachable; each job logs locally", uri)
+            return
+        from mlflow.tracking import MlflowClient
+
+        root = artifact_root_for(uri)
+        self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
+        self.client = MlflowClient(tracking_uri=uri)
+        overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
+        sweep_dir = str(Path(str(config.hydra.sweep.dir)).resolve())
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=f"sweep {Path(sweep_dir).name}",
+            tags={
+                "sweep": "parent",
+                "sweep_dir": sweep_dir,
+                "overrides": " ".join(overrides),
+                **process_tags(),  # so a later start can mark it KILLED if this process dies
+            },
+        )
+        self.parent_id = run.info.run_id
+        _OPEN.append(self)
+        os.environ[PARENT_RUN_ENV] = self.parent_id
+        log.info("sweep: parent MLflow run %s at %s", self.parent_id, uri)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ.pop(PARENT_RUN_ENV, None)
+        if self in _OPEN:
+            _OPEN.remove(self)
+        sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+        # Markers count failures under every tracking setting; failed child runs add jobs that
+        # died without writing one.
+        failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
+        if self.client is not None and self.parent_id is not None:
+            failed_runs = self._finish_parent(sweep_dir, failed=bool(failed))
+            failed = failed or failed_runs
+        else:
+            jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
+            print(f"\n== sweep: {jobs} jobs, {len(failed)} failed (not tracked) ==", flush=True)
+        if failed:
+            raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}")
+
+    def _finish_parent(self, sweep_dir: Path, failed: bool) -> list[str]:
+        """Comparison artifacts, job counts and the final status of the parent run; returns the
+        model/backend of each failed child run."""
+        children = self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}'"
+        )
+        out_dir = sweep_dir / "comparison"
+        from pipeline.sweeps.comparison import compare_runs  # torch: only when a sweep ends
+
+        comparison = compare_runs(self.client, children, out_dir)
+        files = [comparison.runs, *comparison.per_op] + (
+            [comparison.plot] if comparison.plot else []
+        )
+        for path in files:
+            self.client.log_artifact(self.parent_id, str(path), "comparison")
+        self._log_tables(files)
+        failed_runs = [c for c in children if c.info.status != "FINISHED"]
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(
+            self.parent_id,
+            metrics=[
+                Metric("sweep.jobs", float(len(children)), now, 0),
+                Metric("sweep.failed_jobs", float(len(failed_runs)), now, 0),
+            ],
+        )
+        status = "FAILED" if failed or failed_runs else "FINISHED"
+        self.client.set_terminated(self.parent_id, status=status)
+        print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
+        print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
+        return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
+
+    def _log_tables(self, files: list[Path]) -> None:
+        import pandas as pd
+
+        for path in files:
+            if path.suffix == ".csv":
+                frame = pd.read_csv(path)
+                self.client.log_table(
+                    self.parent_id, data=frame, artifact_file=f"tables/{path.stem}.json"
+                )

@@ -1,0 +1,1 @@
+"""Commands people run beside the pipeline: clean, compare, explore, sync. Nothing imports them."""

@@ -1,0 +1,159 @@
+"""`python -m pipeline.tools.clean --keep N`: remove old run dirs, the cache entries only they used, and
+their MLflow runs (artifacts included), so disk use stays bounded.
+
+A run dir is a directory holding `.pipeline/` (the stage records the runner writes). The N most
+recent are kept; a cache entry survives while a kept run dir's record names it; an MLflow run
+goes with its run dir (matched by its `run_dir` tag). Nothing imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.cache.stage_cache import RECORD_NAME, RUN_RECORD_DIR, remove_tree
+
+
+@dataclass
+class CleanPlan:
+    """What a clean removes and keeps."""
+
+    kept_runs: list[Path]
+    removed_runs: list[Path]
+    removed_cache_entries: list[Path]
+    removed_sweep_dirs: list[Path] = field(default_factory=list)
+
+
+def find_run_dirs(outputs: Path) -> list[Path]:
+    """Run dirs under outputs/ (single runs and sweep jobs), newest first."""
+    found = {
+        record_dir.parent for record_dir in outputs.rglob(RUN_RECORD_DIR) if record_dir.is_dir()
+    }
+    return sorted(found, key=lambda p: (p.stat().st_mtime, str(p)), reverse=True)
+
+
+def _digests_used(run_dirs: Iterable[Path]) -> set[tuple[str, str]]:
+    used: set[tuple[str, str]] = set()
+    for run_dir in run_dirs:
+        for record in (run_dir / RUN_RECORD_DIR).glob("*.json"):
+            try:
+                used.add((record.stem, str(json.loads(record.read_text())["digest"])))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return used
+
+
+def _cache_entries(cache_dir: Path) -> list[Path]:
+    if not cache_dir.is_dir():
+        return []
+    return sorted(p.parent for p in cache_dir.glob(f"*/*/{RECORD_NAME}"))
+
+
+def plan_clean(outputs: Path, cache_dir: Path, keep: int) -> CleanPlan:
+    """Decide what goes: every run dir after the `keep` newest, and cache entries no kept run uses."""
+    runs = find_run_dirs(outputs)
+    kept, removed = runs[:keep], runs[keep:]
+    used = _digests_used(kept)
+    stale = [e for e in _cache_entries(cache_dir) if (e.parent.name, e.name) not in used]
+    kept_parents = {p.parent for p in kept}
+    sweep_dirs = sorted(
+        {
+            p.parent
+            for p in removed
+            if (p.parent / "multirun.yaml").is_file() and p.parent not in kept_parents
+        }
+    )
+    return CleanPlan(kept, removed, stale, sweep_dirs)
+
+
+def _tree_bytes(path: Path) -> int:
+    """Bytes of files whose last link this removal takes away."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            info = os.lstat(os.path.join(root, name))
+            if info.st_nlink == 1:
+                total += info.st_size
+    return total
+
+
+def delete_tracking_runs(uri: str, run_dirs: Iterable[Path]) -> int:
+    """Delete the MLflow runs logged from these run dirs and their local artifact dirs."""
+    from mlflow.tracking import MlflowClient
+
+    from pipeline.tracking.mlflow_tracker import local_artifact_dir
+
+    wanted = {str(p) for p in run_dirs}
+    if not wanted:
+        return 0
+    client = MlflowClient(uri)
+    deleted = 0
+    for experiment in client.search_experiments():
+        for run in client.search_runs([experiment.experiment_id], max_results=50_000):
+            if run.data.tags.get("run_dir") not in wanted:
+                continue
+            artifacts = local_artifact_dir(run.info.artifact_uri)
+            if artifacts is not None and artifacts.is_dir():
+                shutil.rmtree(artifacts.parent if artifacts.name == "artifacts" else artifacts)
+            client.delete_run(run.info.run_id)
+            deleted += 1
+    return deleted
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.tools.clean",
+        description="Remove all but the N newest run dirs, the cache entries only they used, "
+        "and their MLflow runs.",
+    )
+    parser.add_argument("--keep", type=int, required=True, help="run dirs to keep (newest)")
+    parser.add_argument("--outputs", type=Path, default=Path("outputs"), help="outputs dir")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="default: OUTPUTS/cache")
+    parser.add_argument(
+        "--tracking-uri", default=None, help="default: the sqlite store OUTPUTS/mlflow.db if any"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
+    args = parser.parse_args(argv)
+    if args.keep < 0:
+        parser.error("--keep must be >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    outputs = args.outputs.expanduser().resolve()
+    if not outputs.is_dir():
+        print(f"error: --outputs {outputs} is not a directory", file=sys.stderr)
+        return 2
+    cache_dir = (args.cache_dir or outputs / "cache").expanduser().resolve()
+    plan = plan_clean(outputs, cache_dir, args.keep)
+    store = outputs / "mlflow.db"
+    uri = args.tracking_uri or (f"sqlite:///{store}" if store.is_file() else None)
+    doomed = plan.removed_runs + plan.removed_cache_entries + plan.removed_sweep_dirs
+    if args.dry_run:
+        for path in doomed:
+            print(f"would remove {path}")
+        print(f"keeping {len(plan.kept_runs)} run dirs; would remove {len(doomed)} paths")
+        return 0
+    deleted = delete_tracking_runs(uri, plan.removed_runs) if uri else 0
+    freed = 0
+    for path in doomed:
+        if path.exists():
+            freed += _tree_bytes(path)
+            remove_tree(path)
+    print(
+        f"kept {len(plan.kept_runs)} run dirs; removed {len(plan.removed_runs)} run dirs, "
+        f"{len(plan.removed_cache_entries)} cache entries, {deleted} MLflow runs; "
+        f"freed {freed / 1e6:.1f} MB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Compare: runtime outputs against the reference program, per handle group; the verdict."""

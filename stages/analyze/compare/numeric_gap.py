@@ -1,0 +1,622 @@
+"""Numeric gap: runtime intermediate outputs against the exported ATen program, by debug handle.
+
+Runtime outputs (operators and delegate identifiers) are grouped by overlapping debug-handle
+sets; a group compares its last op's output (accumulated gap), and also re-runs its reference
+ops on the runtime's own inputs to the group (local gap): the op that introduces error shows a
+local gap, ops that only carry it do not.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+from stages.analyze.compare.comparators import Comparator, identical_value
+from stages.analyze.compare.exact_compare import (
+    IndexOutput,
+    count_index_mismatches,
+    count_mismatches,
+    index_output,
+)
+from stages.analyze.link.control_flow import (
+    CondRecord,
+    CondSite,
+    cond_sites,
+    downstream,
+    node_order,
+    predicate_source,
+    run_branch,
+    runtime_branch,
+)
+from stages.analyze.link.linking import (
+    Link,
+    ProgramIndex,
+    identifier_of,
+    link_event,
+    logged_outputs,
+)
+from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
+from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
+from stages.formats.reference_capture import flat_program_args
+
+Value = Any  # a tensor, a list of tensors, or None for values we do not compare
+
+
+@dataclass(frozen=True)
+class RuntimeOutput:
+    """One logged intermediate output of one execution."""
+
+    order: int
+    sample: int
+    link: Link
+    value: Value
+
+
+@dataclass
+class GapGroup:
+    """Runtime outputs whose handle sets overlap, and what they are compared against."""
+
+    handles: tuple[DebugHandle, ...]
+    anchor: torch.fx.Node | None
+    nodes: list[torch.fx.Node]
+    identifiers: list[DelegateIdentifier] = field(default_factory=list)
+    backend: str = ""
+    is_delegated: bool = False
+
+
+@dataclass
+class GapRow:
+    """One compared output of one group (multi-output ops give one row per output)."""
+
+    group: int
+    topo_index: int
+    output_index: int
+    handles: tuple[DebugHandle, ...]
+    identifiers: list[DelegateIdentifier]
+    backend: str
+    is_delegated: bool
+    status: str
+    runtime_shape: tuple[int, ...] | None = None
+    reference_shape: tuple[int, ...] | None = None
+    runtime_dtype: str = ""
+    accumulated: dict[str, float] = field(default_factory=dict)
+    local: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+    comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
+    follows_flip: str = ""  # the cond whose branch flipped upstream of this output, if any
+
+
+def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
+    if value is None:
+        return None
+    if value.val == ValueType.TENSOR and value.tensor is not None:
+        return tensor_from_buffer(buffer, value.tensor, where)
+    if value.val == ValueType.TENSOR_LIST and value.tensor_list is not None:
+        return [tensor_from_buffer(buffer, t, where) for t in value.tensor_list]
+    for scalar in (value.bool_value, value.int_value, value.double_value, value.float_value):
+        if scalar is not None:  # Int/Bool/Double values (`.item()`): compared as 0-d tensors
+            return _scalar_tensor(scalar)
+    return None
+
+
+def _scalar_tensor(value: Any) -> Any:
+    """A Python bool/int/float as a 0-d tensor (float64 for floats); anything else unchanged."""
+    if isinstance(value, bool | int | float):
+        return torch.tensor(value, dtype=torch.float64 if isinstance(value, float) else None)
+    return value
+
+
+def runtime_outputs(
+    dump: ETDumpData, buffer: bytes | memoryview, index: ProgramIndex, where: str = "debug buffer"
+) -> list[RuntimeOutput]:
+    """Intermediate outputs of every capture block, in execution order, linked to handles."""
+    outputs: list[RuntimeOutput] = []
+    capture_blocks = [
+        b
+        for b in dump.run_data
+        if any(e.debug_event is not None and e.debug_event.instruction_id >= 0 for e in b.events)
+    ]
+    for position, block in enumerate(capture_blocks):
+        sample = block.bundled_input_index if block.bundled_input_index >= 0 else position
+        for order, de, values in logged_outputs(block.events, index):
+            ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
+            link = link_event(index, de.name, de.instruction_id, ident)
+            if link is None or not link.debug_handles:
+                continue
+            decoded = [_decode(v, buffer, where) for v in values]
+            value = decoded[0] if len(decoded) == 1 else decoded
+            outputs.append(RuntimeOutput(order, sample, link, value))
+    return outputs
+
+
+class _Reference(torch.fx.Interpreter):
+    """Keeps every node's value (placeholders, attributes and ops)."""
+
+    def __init__(self, module: torch.fx.GraphModule) -> None:
+        super().__init__(module, garbage_collect_values=False)
+
+
+def reference_values(
+    program: ExportedProgram, inputs: Sequence[torch.Tensor]
+) -> dict[torch.fx.Node, Any]:
+    interpreter = _Reference(program.graph_module)
+    with torch.no_grad():
+        interpreter.run(*flat_program_args(program, inputs))
+    return dict(interpreter.env)
+
+
+def _is_getitem(node: torch.fx.Node) -> bool:
+    return node.target is operator.getitem
+
+
+def build_groups(
+    outputs: list[RuntimeOutput],
+    graph: torch.fx.Graph,
+    order: Sequence[torch.fx.Node] | None = None,
+) -> tuple[list[GapGroup], dict[torch.fx.Node, int]]:
+    """Union overlapping handle sets; groups in topological order of their anchor node (`order`:
+    the graph's nodes with cond branch ops placed before their cond)."""
+    parent: dict[DebugHandle, DebugHandle] = {}
+
+    def find(h: DebugHandle) -> DebugHandle:
+        while parent.setdefault(h, h) != h:
+            parent[h] = parent[parent[h]]
+            h = parent[h]
+        return h
+
+    for out in outputs:
+        first = find(out.link.debug_handles[0])
+        for h in out.link.debug_handles[1:]:
+            parent[find(h)] = first
+    members: dict[DebugHandle, set[DebugHandle]] = {}
+    for h in list(parent):
+        members.setdefault(find(h), set()).add(h)
+    nodes_in_order = list(graph.nodes) if order is None else list(order)
+    topo = {n: i for i, n in enumerate(nodes_in_order)}
+    by_handle: dict[DebugHandle, list[torch.fx.Node]] = {}
+    for node in nodes_in_order:
+        handle = get_debug_handle(node) if node.op == "call_function" else None
+        if handle is not None:
+            by_handle.setdefault(handle, []).append(node)
+    groups = []
+    for handles in members.values():
+        nodes = sorted((n for h in handles for n in by_handle.get(h, [])), key=topo.__getitem__)
+        ops = [n for n in nodes if not _is_getitem(n)]
+        group = GapGroup(tuple(sorted(handles)), ops[-1] if ops else None, nodes)
+        for out in outputs:
+            if out.link.debug_handles[0] in handles:
+                ident = out.link.delegate_debug_identifier
+                if ident is not None and ident not in group.identifiers:
+                    group.identifiers.append(ident)
+                group.backend = group.backend or out.link.delegate_backend_name
+                group.is_delegated = group.is_delegated or out.link.is_delegated_op
+        groups.append(group)
+    groups.sort(key=lambda g: (topo[g.anchor] if g.anchor is not None else math.inf, g.handles))
+    return groups, topo
+
+
+def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], str]:
+    """(output index, runtime tensor, reference tensor) to compare, and a status."""
+    rts = list(runtime) if isinstance(runtime, list | tuple) else [runtime]
+    refs = [
+        _scalar_tensor(r)
+        for r in (list(reference) if isinstance(reference, list | tuple) else [reference])
+    ]
+    if len(rts) == len(refs):
+        pairs = list(zip(range(len(rts)), rts, refs, strict=True))
+    elif len(refs) == 1 and isinstance(refs[0], torch.Tensor):  # e.g. native_layer_norm's 3
+        shape = tuple(refs[0].shape)
+        same = [t for t in rts if isinstance(t, torch.Tensor) and tuple(t.shape) == shape]
+        pairs = [(0, (same or rts)[-1], refs[0])]
+    elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
+        match = [
+            i
+            for i, r in enumerate(refs)
+            if isinstance(r, torch.Tensor) and tuple(r.shape) == tuple(rts[0].shape)
+        ]
+        if not match:
+            return [(0, rts[0], None)], "shape_mismatch"
+        pairs = [(match[-1], rts[0], refs[match[-1]])]
+    else:
+        return [], "output_count_mismatch"
+    return [
+        (i, a, b)
+        for i, a, b in pairs
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    ], "ok"
+
+
+def _status(rt: torch.Tensor, ref: torch.Tensor | None) -> str:
+    if ref is None or tuple(rt.shape) != tuple(ref.shape):
+        return "shape_mismatch"
+    if rt.is_floating_point() != ref.is_floating_point() or (
+        not rt.is_floating_point() and rt.dtype != ref.dtype
+    ):
+        return "dtype_mismatch"
+    return "ok"
+
+
+def _like(value: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """A logged value (contiguous, as the debug buffer stores it) with the reference's dtype and
+    strides: ATen's kernels pick their path by layout (a permuted matmul input sums in another
+    order), so the local re-run must see the layout the runtime's op saw."""
+    value = value.to(reference.dtype)
+    if value.stride() == reference.stride():
+        return value
+    try:
+        laid_out = torch.empty_strided(reference.shape, reference.stride(), dtype=reference.dtype)
+        return laid_out.copy_(value)
+    except RuntimeError:  # an expanded view (stride 0) cannot be written: keep it contiguous
+        return value
+
+
+def _substitutions(
+    outputs: list[RuntimeOutput], env: dict[torch.fx.Node, Any], anchors: dict[int, torch.fx.Node]
+) -> dict[torch.fx.Node, Any]:
+    """Runtime values standing in for reference nodes, where shapes make the match certain."""
+    subst: dict[torch.fx.Node, Any] = {}
+    for position, out in enumerate(outputs):
+        anchor = anchors.get(position)
+        if anchor is None:
+            continue
+        ref, value = env.get(anchor), out.value
+        if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
+            if tuple(ref.shape) == tuple(value.shape):
+                subst[anchor] = _like(value, ref)
+        elif isinstance(ref, tuple) and isinstance(value, list) and len(ref) == len(value):
+            subst[anchor] = tuple(
+                _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
+                for v, r in zip(value, ref, strict=True)
+            )
+    return subst
+
+
+def _rerun(
+    group: GapGroup,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+    fixed: dict[torch.fx.Node, Any] | None = None,
+) -> tuple[Any, Any]:
+    """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
+    the anchor's first argument (what an index op ranked). `fixed` values stand for member
+    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one)."""
+    members = set(group.nodes)
+    local: dict[torch.fx.Node, Any] = {}
+
+    def lookup(n: torch.fx.Node) -> Any:
+        if n in local:
+            return local[n]
+        if n not in members:
+            if n in subst:
+                return subst[n]
+            source = n.args[0] if _is_getitem(n) else None
+            if isinstance(source, torch.fx.Node) and source in subst and source not in members:
+                return subst[source][n.args[1]]
+        return env[n]
+
+    with torch.no_grad():
+        for node in group.nodes:
+            if fixed is not None and node in fixed:
+                local[node] = fixed[node]
+                continue
+            args = torch.fx.node.map_arg(node.args, lookup)
+            kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
+            local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
+    if group.anchor is None:
+        return None, None
+    first = group.anchor.args[0] if group.anchor.args else None
+    return local[group.anchor], lookup(first) if isinstance(first, torch.fx.Node) else None
+
+
+def _compare(
+    comparators: Sequence[Comparator], runtime: list[torch.Tensor], reference: list[torch.Tensor]
+) -> dict[str, float]:
+    if _bit_identical(runtime, reference):  # every exact fp32 output: no arithmetic needed
+        known = {c.name: identical_value(c) for c in comparators}
+        if all(v is not None for v in known.values()):
+            return {name: float(v) for name, v in known.items() if v is not None}
+    rt = torch.cat([t.detach().double().flatten() for t in runtime])
+    ref = torch.cat([t.detach().double().flatten() for t in reference])
+    return {c.name: float(c.compare(rt, ref)) for c in comparators}
+
+
+def _bit_identical(runtime: list[torch.Tensor], reference: list[torch.Tensor]) -> bool:
+    """Same shapes, dtypes and values everywhere (a NaN never equals, so it takes the slow path)."""
+    return len(runtime) == len(reference) and all(
+        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        for a, b in zip(runtime, reference, strict=True)
+    )
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """How one group output is compared: float comparators, exact counts, or the index rule."""
+
+    comparators: Sequence[Comparator]
+    index: IndexOutput | None
+    tolerance: float
+
+    def kind(self, runtime: torch.Tensor) -> str:
+        if runtime.is_floating_point() or runtime.is_complex():
+            return "float"
+        return "index" if self.index is not None else "exact"
+
+    def compare(
+        self,
+        kind: str,
+        runtime: list[torch.Tensor],
+        reference: list[torch.Tensor],
+        ranked: list[Any],
+    ) -> dict[str, float]:
+        if kind == "float":
+            return _compare(self.comparators, runtime, reference)
+        spec = self.index
+        if (
+            kind == "index"
+            and spec is not None
+            and len(ranked) == len(runtime)
+            and all(isinstance(x, torch.Tensor) for x in ranked)
+        ):
+            return count_index_mismatches(runtime, reference, ranked, spec, self.tolerance)
+        return count_mismatches(runtime, reference)
+
+
+def _rule_for(
+    group: GapGroup, output_index: int, comparators: Sequence[Comparator], tolerance: float
+) -> _Rule:
+    spec = index_output(group.anchor) if group.anchor is not None else None
+    if spec is not None and spec.output_index != output_index:
+        spec = None
+    return _Rule(comparators, spec, tolerance)
+
+
+@dataclass
+class _Slot:
+    """What one group output collects over the samples before it is compared."""
+
+    status: str = "ok"
+    rt: list[torch.Tensor] = field(default_factory=list)
+    ref: list[torch.Tensor] = field(default_factory=list)
+    loc: list[torch.Tensor] = field(default_factory=list)
+    ranked: list[Any] = field(default_factory=list)  # what an index op ranked (reference)
+    ranked_loc: list[Any] = field(default_factory=list)  # ... and in the local re-run
+    shape: tuple[Any, Any] | None = None
+    dtype: str = ""
+
+
+def _collect_group(
+    slots: dict[tuple[int, int], _Slot],
+    gi: int,
+    group: GapGroup,
+    runtime: Value,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+    fixed: dict[torch.fx.Node, Any] | None = None,
+) -> None:
+    """One sample's runtime output of a group, paired with its reference and local values."""
+    anchor = group.anchor
+    if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
+        return
+    pairs, status = _pairs(runtime, env.get(anchor))
+    first = anchor.args[0] if anchor.args else None
+    ranked = env.get(first) if isinstance(first, torch.fx.Node) else None
+    ranked_loc = None
+    try:
+        local_ref, ranked_loc = _rerun(group, env, subst, fixed)
+        local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
+    except Exception as exc:  # a reference op refusing runtime inputs is a finding
+        local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+    if not pairs:
+        slots.setdefault((gi, 0), _Slot(status=status))
+    for oi, rt, ref in pairs:
+        slot = slots.setdefault((gi, oi), _Slot())
+        row_status = status if status != "ok" else _status(rt, ref)
+        slot.shape = (tuple(rt.shape), tuple(ref.shape) if ref is not None else None)
+        slot.dtype = str(rt.dtype).removeprefix("torch.")
+        if row_status != "ok":
+            slot.status = row_status
+            continue
+        slot.rt.append(rt)
+        slot.ref.append(ref)
+        slot.ranked.append(ranked)
+        local = local_pairs.get(oi)
+        if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
+            slot.loc.append(local)
+            slot.ranked_loc.append(ranked_loc)
+
+
+def _build_rows(
+    groups: list[GapGroup],
+    topo: dict[torch.fx.Node, int],
+    slots: dict[tuple[int, int], _Slot],
+    comparators: Sequence[Comparator],
+    tie_tolerance: float,
+) -> list[GapRow]:
+    rows: list[GapRow] = []
+    for (gi, oi), slot in sorted(slots.items()):
+        group = groups[gi]
+        shapes = slot.shape or (None, None)
+        row = GapRow(
+            group=gi,
+            topo_index=topo.get(group.anchor, -1) if group.anchor is not None else -1,
+            output_index=oi,
+            handles=group.handles,
+            identifiers=group.identifiers,
+            backend=group.backend,
+            is_delegated=group.is_delegated,
+            status=slot.status,
+            runtime_shape=shapes[0],
+            reference_shape=shapes[1],
+            runtime_dtype=slot.dtype,
+            samples=len(slot.rt),
+        )
+        if row.status == "ok" and slot.rt:
+            rule = _rule_for(group, oi, comparators, tie_tolerance)
+            row.comparison = rule.kind(slot.rt[0])
+            row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
+            if len(slot.loc) == len(slot.rt):
+                row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
+        rows.append(row)
+    return rows
+
+
+def compute_numeric_gap(
+    outputs: list[RuntimeOutput],
+    program: ExportedProgram,
+    samples: Sequence[Sequence[torch.Tensor]],
+    comparators: Sequence[Comparator],
+    tie_tolerance: float = 0.0,
+) -> tuple[list[GapGroup], list[GapRow]]:
+    """Groups in topological order and one row per compared output (see `numeric_gap_and_flow`)."""
+    groups, rows, _ = numeric_gap_and_flow(outputs, program, samples, comparators, tie_tolerance)
+    return groups, rows
+
+
+def _branch_env(
+    sites: list[CondSite],
+    env: dict[torch.fx.Node, Any],
+    sample_outputs: list[RuntimeOutput],
+    subst: dict[torch.fx.Node, Any],
+    records: list[CondRecord],
+) -> None:
+    """Per cond: the branch each side took (into `records`); the reference values of the
+    runtime's branch ops (into `env`) and the runtime's operands for its placeholders (`subst`)."""
+    logged = {h for out in sample_outputs for h in out.link.debug_handles}
+    for site, record in zip(sites, records, strict=True):
+        pred_value = env.get(site.predicate) if site.predicate is not None else None
+        reference = bool(pred_value) if isinstance(pred_value, torch.Tensor) else None
+        runtime_pred = subst.get(site.predicate) if site.predicate is not None else None
+        taken = runtime_branch(site, logged, runtime_pred)
+        _, compared = predicate_source(site)
+        shown = compared if compared is not None else site.predicate
+        record.reference_branch.append(reference)
+        record.runtime_branch.append(taken)
+        record.reference_value.append(env.get(shown) if shown is not None else None)
+        record.runtime_value.append(subst.get(shown) if shown is not None else None)
+        if taken is None:
+            continue
+        operands = [env.get(o) if isinstance(o, torch.fx.Node) else o for o in site.operands]
+        env.update(run_branch(site, taken, operands))
+        for ph, operand in zip(site.placeholders(taken), site.operands, strict=False):
+            if isinstance(operand, torch.fx.Node) and operand in subst:
+                subst[ph] = subst[operand]
+
+
+def _cond_outputs(
+    sites: list[CondSite], records: list[CondRecord], subst: dict[torch.fx.Node, Any]
+) -> dict[torch.fx.Node, Any]:
+    """The cond outputs the local re-run uses: the runtime branch's logged outputs, so a cond
+    shows a local gap only when its own outputs differ from its branch's (a fault on the cond)."""
+    fixed: dict[torch.fx.Node, Any] = {}
+    for site, record in zip(sites, records, strict=True):
+        taken = record.runtime_branch[-1] if record.runtime_branch else None
+        if taken is None:
+            continue
+        outs = site.branch_outputs(taken)
+        if all(isinstance(o, torch.fx.Node) and o in subst for o in outs):
+            fixed[site.node] = tuple(subst[o] for o in outs)
+    return fixed
+
+
+def _cond_record(site: CondSite) -> CondRecord:
+    op, compared = predicate_source(site)
+    return CondRecord(
+        site.node.name, get_debug_handle(site.node), op, compared.name if compared else ""
+    )
+
+
+def _mark_flips(
+    rows: list[GapRow], groups: list[GapGroup], sites: list[CondSite], records: list[CondRecord]
+) -> None:
+    """Rows of ops downstream of a cond whose branch flipped name that cond (not blamed)."""
+    for site, record in zip(sites, records, strict=True):
+        if not record.flipped_samples:
+            continue
+        after = downstream(site.node)
+        for row in rows:
+            anchor = groups[row.group].anchor
+            if anchor in after and not row.follows_flip:
+                row.follows_flip = site.node.name
+
+
+def _group_values(
+    groups: list[GapGroup], group_of: dict[DebugHandle, int], sample_outputs: list[RuntimeOutput]
+) -> dict[int, Value]:
+    """Per group with a reference node, the runtime value it compares: its anchor's output."""
+    by_group: dict[int, list[RuntimeOutput]] = {}
+    for out in sample_outputs:
+        by_group.setdefault(group_of[out.link.debug_handles[0]], []).append(out)
+    values: dict[int, Value] = {}
+    for gi, mine in by_group.items():
+        anchor = groups[gi].anchor
+        if anchor is None:
+            continue
+        anchor_handle = get_debug_handle(anchor)
+        chosen = [o for o in mine if anchor_handle in o.link.debug_handles] or mine
+        values[gi] = chosen[-1].value
+    return values
+
+
+def numeric_gap_and_flow(
+    outputs: list[RuntimeOutput],
+    program: ExportedProgram,
+    samples: Sequence[Sequence[torch.Tensor]],
+    comparators: Sequence[Comparator],
+    tie_tolerance: float = 0.0,
+) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
+    """Groups in topological order, one row per compared output, and one record per cond.
+
+    Float outputs go through the comparators; integer and bool outputs are counted exactly, index
+    outputs with the tie rule at `tie_tolerance` (stages/analyze/compare/exact_compare.py). Ops inside a
+    torch.cond branch are compared against the same branch of the reference on its operands."""
+    graph = program.graph_module.graph
+    sites = cond_sites(program.graph_module)
+    records = [_cond_record(s) for s in sites]
+    groups, topo = build_groups(outputs, graph, node_order(graph, sites))
+    group_of: dict[DebugHandle, int] = {h: i for i, g in enumerate(groups) for h in g.handles}
+    by_sample: dict[int, list[RuntimeOutput]] = {}
+    for out in outputs:
+        by_sample.setdefault(out.sample, []).append(out)
+
+    anchor_cache: dict[tuple[DebugHandle, ...], torch.fx.Node | None] = {}
+
+    def anchor_of(handles: tuple[DebugHandle, ...]) -> torch.fx.Node | None:
+        if handles not in anchor_cache:
+            wanted = set(handles)
+            nodes = [
+                n
+                for n in groups[group_of[handles[0]]].nodes
+                if not _is_getitem(n) and get_debug_handle(n) in wanted
+            ]
+            anchor_cache[handles] = nodes[-1] if nodes else None
+        return anchor_cache[handles]
+
+    slots: dict[tuple[int, int], _Slot] = {}
+    for sample, sample_outputs in sorted(by_sample.items()):
+        if sample >= len(samples):
+            continue
+        env = reference_values(program, samples[sample])
+        anchors = {
+            i: a
+            for i, out in enumerate(sample_outputs)
+            if (a := anchor_of(out.link.debug_handles)) is not None
+        }
+        subst = _substitutions(sample_outputs, env, anchors)  # top-level nodes
+        _branch_env(sites, env, sample_outputs, subst, records)
+        subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
+        fixed = _cond_outputs(sites, records, subst)
+        for gi, value in _group_values(groups, group_of, sample_outputs).items():
+            _collect_group(slots, gi, groups[gi], value, env, subst, fixed)
+
+    for gi, group in enumerate(groups):
+        if group.anchor is None:  # a handle with no node of the program (e.g. a nested cond)
+            slots[(gi, 0)] = _Slot(status="no_reference")
+    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance)
+    _mark_flips(rows, groups, sites, records)
+    return groups, rows, records

@@ -1,0 +1,113 @@
+"""The verdict: per-precision thresholds on the local gap; the first divergence in graph order."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stages.analyze.compare.comparators import Comparator, crosses
+from stages.analyze.compare.exact_compare import exact_errors
+from stages.analyze.compare.numeric_gap import GapRow
+from stages.analyze.link.control_flow import CondRecord
+from stages.formats.closed_sets import Precision
+
+PASS, FAIL, NOT_EVALUATED = "pass", "fail", "not_evaluated"
+
+
+class VerdictConfigError(ValueError):
+    """analyze.gap_metric or analyze.thresholds do not fit the comparators or the precision."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    metric: str
+    threshold: float | None
+    higher_is_better: bool
+    first_divergence: GapRow | None
+    diverged_rows: int
+    reason: str
+    cause: str = ""  # "numeric" (an op's output), "control_flow" (a cond took another branch)
+
+
+def threshold_for(
+    thresholds: Mapping[str, float] | Mapping[Precision, float], precision: str
+) -> float:
+    """The threshold of a precision (keys are Precision members from a config, or strings)."""
+    by_name = {str(key): float(value) for key, value in thresholds.items()}
+    if precision not in by_name:
+        raise VerdictConfigError(
+            f"analyze.thresholds has no entry for precision {precision!r} "
+            f"(has {sorted(by_name)}); add analyze.thresholds.{precision}=VALUE"
+        )
+    return by_name[precision]
+
+
+def metric_comparator(comparators: list[Comparator], metric: str) -> Comparator:
+    for c in comparators:
+        if c.name == metric:
+            return c
+    raise VerdictConfigError(
+        f"analyze.gap_metric={metric!r} is not among the comparators "
+        f"{[c.name for c in comparators]}; add it to analyze.comparators"
+    )
+
+
+def row_diverged(row: GapRow, metric: str, threshold: float, higher_is_better: bool) -> bool:
+    """A compared row whose local gap (accumulated if no local) crosses; a shape/dtype mismatch.
+
+    Integer and bool outputs diverge on any mismatch, index outputs on any mismatch that is not
+    a tie flip (stages/analyze/compare/exact_compare.py); the threshold is for float outputs only."""
+    if row.status in ("shape_mismatch", "dtype_mismatch", "output_count_mismatch"):
+        return True
+    if row.status != "ok" or not row.accumulated:
+        return False
+    if row.comparison != "float":
+        return exact_errors(row.local or row.accumulated) > 0
+    value = row.local.get(metric, row.accumulated[metric])
+    return crosses(value, threshold, higher_is_better)
+
+
+def decide(
+    rows: list[GapRow],
+    comparator: Comparator,
+    threshold: float,
+    evaluated: bool,
+    reason: str = "",
+    flows: Sequence[CondRecord] = (),
+) -> Verdict:
+    """Pass, or fail at the first diverged output in graph order; a cond that took another
+    branch than the reference fails on its own, and outputs downstream of it are not blamed."""
+    metric, better = comparator.name, comparator.higher_is_better
+    if not evaluated:
+        return Verdict(NOT_EVALUATED, metric, threshold, better, None, 0, reason)
+    diverged = [
+        r for r in rows if not r.follows_flip and row_diverged(r, metric, threshold, better)
+    ]
+    first = min(diverged, key=lambda r: (r.topo_index, r.group, r.output_index), default=None)
+    flips = "; ".join(f.message() for f in flows if f.flipped_samples)
+    if first is None and not flips:
+        compared = sum(1 for r in rows if r.accumulated)
+        return Verdict(PASS, metric, threshold, better, None, 0, f"{compared} outputs compared")
+    if first is None:
+        return Verdict(FAIL, metric, threshold, better, None, 0, flips, "control_flow")
+    crossing = f"{len(diverged)} output(s) cross the threshold"
+    return Verdict(
+        FAIL,
+        metric,
+        threshold,
+        better,
+        first,
+        len(diverged),
+        f"{crossing}; {flips}" if flips else "",
+        "numeric",
+    )
+
+
+def finite(value: Any) -> Any:
+    """JSON-safe: non-finite floats become the strings 'inf', '-inf', 'nan'."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value

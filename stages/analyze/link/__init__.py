@@ -1,0 +1,1 @@
+"""Link: runtime events -> delegate identifiers -> debug handles -> ops."""

@@ -1,0 +1,170 @@
+"""Profile events → one row per event per event block, with stats over iterations.
+
+Blocks of the same name (ExecuTorch writes one 'Execute' block per execution) are merged; an
+event is matched across them by (name, instruction, delegate identifier, occurrence).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stages.analyze.config import UNITS_PER_MS
+from stages.analyze.link.linking import (
+    NS_PER_MS,
+    Link,
+    MetadataParser,
+    ProgramIndex,
+    identifier_of,
+    link_event,
+    ops_of,
+)
+from stages.formats.atomic_write import atomic_path
+from stages.formats.etdump import ETDumpData
+from stages.formats.etdump.records import STAMP_EVENTS
+from stages.percentiles import PERCENTILES, percentile
+
+TIME_UNITS = UNITS_PER_MS
+EVENT_COLUMNS = (
+    "event_block_name",
+    "event_name",
+    "p10",
+    "p50",
+    "p90",
+    "avg",
+    "min",
+    "max",
+    "op_types",
+    "delegate_debug_identifier",
+    "debug_handles",
+    "is_delegated_op",
+    "delegate_backend_name",
+    "stack_traces",
+    "module_hierarchy",
+    "delegate_debug_metadatas",
+    "op_names",
+    "count",
+    "time_unit",
+    "instruction_id",
+)
+
+
+class TimeUnitError(ValueError):
+    """analyze.time_unit is not one of the known units."""
+
+
+@dataclass
+class EventRow:
+    event_block_name: str
+    event_name: str
+    instruction_id: int
+    link: Link
+    durations: list[float] = field(default_factory=list)
+    starts_ns: list[float] = field(default_factory=list)
+    metadatas: list[dict[str, Any]] = field(default_factory=list)
+    ops: dict[str, list[str]] = field(default_factory=dict)
+
+    def stat(self, name: str) -> float:
+        values = np.asarray(self.durations, dtype=float)
+        if name == "avg":
+            return float(values.mean())
+        if name == "min":
+            return float(values.min())
+        if name == "max":
+            return float(values.max())
+        return percentile(self.durations, PERCENTILES[name])
+
+
+def unit_factor(unit: str) -> float:
+    if unit not in TIME_UNITS:
+        raise TimeUnitError(f"analyze.time_unit={unit!r}: choose one of {sorted(TIME_UNITS)}")
+    return TIME_UNITS[unit]
+
+
+def build_event_rows(
+    dump: ETDumpData,
+    index: ProgramIndex,
+    parser: MetadataParser | None,
+    unit: str = "ms",
+) -> list[EventRow]:
+    """Rows in first-seen order; durations converted from each clock to `unit`."""
+    factor = unit_factor(unit)
+    rows: dict[tuple[Any, ...], EventRow] = {}
+    for block in dump.run_data:
+        seen: dict[tuple[Any, ...], int] = {}
+        for event in block.events:
+            pe = event.profile_event
+            if pe is None or pe.name in STAMP_EVENTS:
+                continue
+            ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
+            base = (block.name, pe.name, pe.instruction_id, ident)
+            occurrence = seen.get(base, 0)
+            seen[base] = occurrence + 1
+            key = (*base, occurrence)
+            row = rows.get(key)
+            if row is None:
+                link = link_event(index, pe.name, pe.instruction_id, ident) or Link(
+                    delegate_debug_identifier=ident, is_delegated_op=ident is not None
+                )
+                # ExecuTorch's XNNPACK logs no name, only a string identifier: show that.
+                row = rows[key] = EventRow(
+                    block.name,
+                    pe.name or (str(ident) if ident is not None else ""),
+                    pe.instruction_id,
+                    link,
+                    ops=ops_of(index, link.debug_handles),
+                )
+            ticks = index.delegate_ticks_per_ms if ident is not None else NS_PER_MS
+            row.durations.append((pe.end_time - pe.start_time) / ticks * factor)
+            row.starts_ns.append(float(pe.start_time))
+            if pe.delegate_debug_metadata and parser is not None:
+                row.metadatas.append(parser(pe.delegate_debug_metadata))
+    return list(rows.values())
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value)
+    return "" if value is None else str(value)
+
+
+def event_record(row: EventRow, unit: str) -> dict[str, Any]:
+    link = row.link
+    record: dict[str, Any] = {
+        "event_block_name": row.event_block_name,
+        "event_name": row.event_name,
+        **{s: row.stat(s) for s in ("p10", "p50", "p90", "avg", "min", "max")},
+        "op_types": row.ops.get("op_types", []),
+        "delegate_debug_identifier": link.delegate_debug_identifier,
+        "debug_handles": list(link.debug_handles),
+        "is_delegated_op": link.is_delegated_op,
+        "delegate_backend_name": link.delegate_backend_name,
+        "stack_traces": row.ops.get("stack_traces", []),
+        "module_hierarchy": row.ops.get("module_hierarchy", []),
+        "delegate_debug_metadatas": row.metadatas,
+        "op_names": row.ops.get("op_names", []),
+        "count": len(row.durations),
+        "time_unit": unit,
+        "instruction_id": row.instruction_id,
+    }
+    return record
+
+
+def write_csv(
+    path: Path,
+    columns: tuple[str, ...],
+    records: list[dict[str, Any]],
+    cell: Callable[[Any], str] = _cell,
+) -> None:
+    """Write atomically; lists and dicts become JSON, None an empty cell."""
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        for record in records:
+            writer.writerow([cell(record.get(c)) for c in columns])

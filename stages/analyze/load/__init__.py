@@ -1,0 +1,1 @@
+"""Load: read the ETDump, debug buffer and ETRecord, and prove they belong together."""

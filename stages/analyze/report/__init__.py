@@ -1,0 +1,1 @@
+"""Report: summary.json, report.html, plots, trace, Model Explorer overlays, terminal lines."""

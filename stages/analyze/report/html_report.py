@@ -1,0 +1,169 @@
+"""report.html: one self-contained page (inline CSS, SVG plots as data URIs) — summary, tables, plots."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from stages.analyze.report.terminal_report import identity_note
+from stages.formats.atomic_write import write_text_atomic
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
+h1{font-size:1.5em} h2{font-size:1.2em;margin-top:1.6em}
+.identity{background:#fff4d6;border-left:4px solid #e0a800;padding:.4em .8em}
+.verdict{display:inline-block;padding:.2em .8em;border-radius:4px;color:#fff;font-weight:bold}
+.pass{background:#2ca25f}.fail{background:#d62728}.not_evaluated{background:#888}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee}
+dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em} dt{font-weight:bold}
+"""
+# Marks the page once every plot has decoded, so a headless browser test can check rendering.
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var imgs = Array.from(document.images);
+  var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  document.body.setAttribute('data-images-loaded', ok + '/' + imgs.length);
+});
+"""
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _table(records: list[dict[str, Any]], columns: list[str], limit: int | None = None) -> str:
+    shown = records[:limit] if limit else records
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for r in shown:
+        cells = []
+        for c in columns:
+            v = r.get(c, "")
+            if isinstance(v, float):
+                v = f"{v:.4g}"
+            elif isinstance(v, list | dict | tuple):
+                v = json.dumps(v)
+            cells.append(f"<td>{html.escape(str(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    more = (
+        f"<p>{len(records) - len(shown)} more rows in the CSV.</p>"
+        if limit and len(records) > limit
+        else ""
+    )
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _image(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{data}">'
+
+
+def _facts(summary: dict[str, Any]) -> dict[str, Any]:
+    """The headline facts, each number with its unit or metric beside it."""
+    metric = summary.get("gap_metric")
+    return {
+        "model": summary.get("model"),
+        "backend": f"{summary.get('backend')} ({summary.get('precision')})",
+        "latency p50 / p90": f"{_fmt(summary.get('latency_p50_ms'))} / "
+        f"{_fmt(summary.get('latency_p90_ms'))} ms",
+        "event times in": summary.get("time_unit"),
+        "delegated time share": _fmt(summary.get("delegated_time_share")),
+        "partitions": summary.get("partitions"),
+        "delegated-op ratio": _fmt(summary.get("delegated_op_ratio")),
+        "gap metric": f"{metric} (threshold {summary.get('threshold')})",
+        "max gap": f"{_fmt(summary.get('max_gap'))} ({metric})",
+        "ETDump": summary.get("etdump"),
+        "ETRecord": summary.get("etrecord"),
+        "program identity": (summary.get("program_identity") or {}).get("status"),
+    }
+
+
+def _head(summary: dict[str, Any]) -> list[str]:
+    """Title, verdict, program-identity note and the facts list."""
+    verdict = str(summary.get("verdict", "not_evaluated"))
+    note = identity_note(summary.get("program_identity"))
+    facts = _facts(summary)
+    return [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>Delegate debugger report: {html.escape(str(summary.get('model')))}</title>",
+        f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>",
+        f"<h1>{html.escape(str(summary.get('model')))} on {html.escape(str(summary.get('backend')))}</h1>",
+        f"<p>Verdict: <span class='verdict {html.escape(verdict)}'>{html.escape(verdict)}</span> "
+        f"{html.escape(str(summary.get('verdict_reason', '')))}</p>",
+        f"<p class='identity'>{html.escape(note)}</p>" if note else "",
+        *(
+            f"<p class='identity'>warning: {html.escape(str(w))}</p>"
+            for w in summary.get("warnings", [])
+        ),
+        "<dl>"
+        + "".join(
+            f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in facts.items()
+        )
+        + "</dl>",
+    ]
+
+
+EVENT_COLUMNS = [
+    "event_block_name",
+    "event_name",
+    "p50",
+    "p90",
+    "min",
+    "max",
+    "op_names",
+    "delegate_debug_identifier",
+    "debug_handles",
+    "is_delegated_op",
+    "delegate_backend_name",
+]
+
+
+def render_report(
+    summary: dict[str, Any],
+    events: list[dict[str, Any]],
+    gaps: list[dict[str, Any]],
+    plots: list[Path],
+    graph_view: str = "",
+) -> str:
+    parts = _head(summary)
+    first = summary.get("first_divergence")
+    if first:
+        parts.append("<h2>First divergence</h2>")
+        parts.append(_table([first], list(first)))
+    flows = summary.get("control_flow") or []
+    if flows:  # the branch each side took at every torch.cond, per sample
+        parts.append("<h2>Control flow</h2>")
+        parts.append(_table(flows, list(flows[0])))
+    for plot in plots:
+        parts.append(
+            f"<h2>{html.escape(plot.stem.replace('_', ' '))}</h2>{_image(plot, plot.stem)}"
+        )
+    parts.append(graph_view)  # graph_view.render_graph_view: partitions and ops in graph order
+    unit = html.escape(str(summary.get("time_unit", "")))
+    parts.append(f"<h2>Slowest ops (p50 in {unit})</h2>")
+    parts.append(
+        _table(
+            summary.get("slowest_ops", []),
+            ["event_name", "op_names", "p50", "delegate_backend_name", "delegate_debug_identifier"],
+        )
+    )
+    parts.append("<h2>Largest gaps</h2>")
+    parts.append(
+        _table(summary.get("largest_gaps", []), list((summary.get("largest_gaps") or [{}])[0]))
+    )
+    parts.append("<h2>Numeric gap</h2>")
+    columns = list(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
+    parts.append(_table(gaps, columns, limit=400))
+    parts.append(f"<h2>Events (times in {unit})</h2>")
+    parts.append(_table(events, EVENT_COLUMNS, limit=400))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(path: Path, text: str) -> None:
+    write_text_atomic(path, text)

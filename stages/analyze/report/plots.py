@@ -1,0 +1,82 @@
+"""SVG plots: top ops by p50; accumulated and local gap along the graph with threshold and verdict."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from stages.analyze.report.svg_charts import (
+    Marker,
+    Point,
+    Series,
+    bar_chart,
+    line_chart,
+    scatter_chart,
+)
+from stages.formats.atomic_write import write_text_atomic
+
+DELEGATED_COLOR = "#3b7dd8"
+OPERATOR_COLOR = "#e08a2c"
+
+
+def plot_top_ops(
+    path: Path, labels: list[str], p50: list[float], delegated: list[bool], unit: str
+) -> None:
+    colors = [DELEGATED_COLOR if d else OPERATOR_COLOR for d in delegated]
+    svg = bar_chart(
+        labels,
+        p50,
+        colors,
+        "Slowest ops by p50",
+        f"p50 ({unit})",
+        legend=[(DELEGATED_COLOR, "inside a delegate"), (OPERATOR_COLOR, "operator")],
+    )
+    write_text_atomic(path, svg)
+
+
+def _clip(values: list[float], floor: float, ceiling: float) -> list[float]:
+    out = []
+    for v in values:
+        if math.isnan(v):
+            out.append(floor)
+        else:
+            out.append(min(max(v, floor), ceiling))
+    return out
+
+
+def plot_gap(
+    path: Path,
+    accumulated: list[float],
+    local: list[float],
+    threshold: float | None,
+    metric: str,
+    first_divergence: int | None,
+) -> None:
+    """x: compared outputs in graph order. Non-finite values are clipped to the plot's edges."""
+    finite = [v for v in accumulated + local if math.isfinite(v)]
+    lo = min([*finite, threshold if threshold is not None else 0.0], default=0.0)
+    hi = max([*finite, threshold if threshold is not None else 1.0], default=1.0)
+    pad = (hi - lo) * 0.1 or 1.0
+    floor, ceiling = lo - pad, hi + pad
+    series = [
+        Series("accumulated gap", _clip(accumulated, floor, ceiling), "#3b7dd8"),
+        Series("local gap", _clip(local, floor, ceiling), "#2ca25f", dashed=True),
+    ]
+    markers = []
+    if threshold is not None:
+        markers.append(Marker(f"threshold {threshold:g}", threshold, "#d62728"))
+    if first_divergence is not None:
+        markers.append(Marker("first divergence", first_divergence, "#d62728", vertical=True))
+    svg = line_chart(
+        series,
+        markers,
+        (floor, ceiling),
+        f"Numeric gap along the graph ({metric}; ∞ drawn at the top edge)",
+        ("compared output (graph order)", metric),
+    )
+    write_text_atomic(path, svg)
+
+
+def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, str]) -> None:
+    """Labelled points (a sweep's runs: latency against gap)."""
+    write_text_atomic(path, scatter_chart(points, title, labels))

@@ -1,0 +1,203 @@
+"""summary.json and the rows behind it: gap records, first divergence, latency, top lists."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stages.analyze.compare.exact_compare import EXACT_KEYS
+from stages.analyze.compare.numeric_gap import GapRow
+from stages.analyze.compare.verdict import FAIL, Verdict, finite
+from stages.analyze.link.event_table import EventRow, unit_factor
+from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
+from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
+
+SUMMARY_FORMAT = "delegate-debugger-summary"
+SUMMARY_VERSION = 1
+_SLOW_KEYS = (
+    "event_name",
+    "op_names",
+    "p50",
+    "delegate_backend_name",
+    "delegate_debug_identifier",
+    "debug_handles",
+)
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The analysed files, as the summary names them."""
+
+    etdump: Path
+    etrecord: Path | None
+    debug_buffer: Path | None
+
+
+def gap_record(
+    row: GapRow, index: ProgramIndex, metric: str, threshold: float | None, diverged: bool
+) -> dict[str, Any]:
+    ops = ops_of(index, row.handles)
+    traces = ops["stack_traces"]
+    record: dict[str, Any] = {
+        "group": row.group,
+        "output_index": row.output_index,
+        "op_names": ops["op_names"],
+        "op_types": ops["op_types"],
+        "debug_handles": list(row.handles),
+        "delegate_debug_identifiers": row.identifiers,
+        "delegate_backend_name": row.backend,
+        "is_delegated_op": row.is_delegated,
+        "status": row.status,
+        "runtime_shape": list(row.runtime_shape) if row.runtime_shape else None,
+        "reference_shape": list(row.reference_shape) if row.reference_shape else None,
+        "runtime_dtype": row.runtime_dtype,
+        "samples": row.samples,
+        "comparison": row.comparison,
+        "follows_flipped_branch": row.follows_flip,
+    }
+    for name, value in row.accumulated.items():
+        record[name] = value
+    for name, value in row.local.items():
+        record[f"local_{name}"] = value
+    record["gap_metric"] = metric
+    record["threshold"] = threshold
+    record["diverged"] = diverged
+    record["source_line"] = source_line(traces[-1]) if traces else ""
+    record["module_hierarchy"] = ops["module_hierarchy"][-1] if ops["module_hierarchy"] else ""
+    return record
+
+
+def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | None:
+    row = verdict.first_divergence
+    if row is None:
+        return None
+    ops = ops_of(index, row.handles)
+    traces = ops["stack_traces"]
+    return {
+        "group": row.group,
+        "op_names": ops["op_names"],
+        "op_types": ops["op_types"],
+        "debug_handles": list(row.handles),
+        "delegate_debug_identifiers": row.identifiers,
+        "delegate_backend_name": row.backend,
+        "status": row.status,
+        "local_gap": finite(row.local.get(verdict.metric, math.nan)) if row.local else None,
+        "accumulated_gap": finite(row.accumulated.get(verdict.metric, math.nan))
+        if row.accumulated
+        else None,
+        "comparison": row.comparison,
+        # Integer/bool/index outputs: counted, not measured (stages/analyze/compare/exact_compare.py).
+        **{
+            f"{prefix}{key}": values[key]
+            for prefix, values in (("", row.accumulated), ("local_", row.local))
+            for key in EXACT_KEYS
+            if row.comparison != "float" and key in values
+        },
+        "source_line": source_line(traces[-1]) if traces else "",
+        "module_hierarchy": ops["module_hierarchy"][-1] if ops["module_hierarchy"] else "",
+    }
+
+
+def latency_ms(
+    rows: list[EventRow], time_unit: str
+) -> tuple[float | None, float | None, float | None]:
+    """p50/p90 of Method::execute in ms (rows hold `time_unit`) and the delegated share of it."""
+    method = [r for r in rows if r.event_name == METHOD_EVENT and r.durations]
+    if not method:
+        return None, None, None
+    main = max(method, key=lambda r: len(r.durations))
+    p50, p90 = main.stat("p50"), main.stat("p90")
+    delegate = sum(
+        r.stat("p50")
+        for r in rows
+        if r.event_name == DELEGATE_CALL_EVENT and r.event_block_name == main.event_block_name
+    )
+    per_ms = unit_factor(time_unit)
+    return p50 / per_ms, p90 / per_ms, (delegate / p50 if p50 > 0 else None)
+
+
+def clean(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: finite(v) for k, v in record.items()}
+
+
+def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
+    """Op events of the timed blocks (not load/init, not the method or delegate wrappers)."""
+    ops = [
+        e
+        for e in events
+        if e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
+        and e["event_block_name"] != LOAD_BLOCK
+        and (e["debug_handles"] or e["is_delegated_op"] or e["instruction_id"] >= 0)
+    ]
+    return sorted(ops, key=lambda e: -e["p50"])[:top_k]
+
+
+def largest_gaps(gaps: list[dict[str, Any]], verdict: Verdict, top_k: int) -> list[dict[str, Any]]:
+    """Compared rows with any gap, worst accumulated gap first."""
+    metric = verdict.metric
+    exact = math.inf if verdict.higher_is_better else 0.0
+    inexact = [g for g in gaps if metric in g and g[metric] != exact]  # exact matches: no gap
+    sign = 1.0 if verdict.higher_is_better else -1.0
+    return sorted(inexact, key=lambda g: sign * g[metric])[:top_k]
+
+
+def build_summary(
+    files: RunFiles,
+    record_model: str,
+    index: ProgramIndex,
+    verdict: Verdict,
+    event_rows: list[EventRow],
+    events: list[dict[str, Any]],
+    gaps: list[dict[str, Any]],
+    time_unit: str,
+    top_k: int,
+) -> dict[str, Any]:
+    """Everything summary.json holds but the artifact paths and stage seconds."""
+    metric = verdict.metric
+    p50_ms, p90_ms, share = latency_ms(event_rows, time_unit)
+    largest = largest_gaps(gaps, verdict, top_k)
+    compared = [g[metric] for g in gaps if metric in g]
+    pick = min if verdict.higher_is_better else max
+    worst = largest[0][metric] if largest else (pick(compared) if compared else None)
+    delegated = {h for m in index.maps for h in m.delegated_handles}
+    reason = verdict.reason or (
+        f"{verdict.diverged_rows} output(s) cross the threshold" if verdict.status == FAIL else ""
+    )
+    largest_keys = (
+        "group",
+        "op_names",
+        metric,
+        f"local_{metric}",
+        "delegate_debug_identifiers",
+        "source_line",
+    )
+    return {
+        "format": SUMMARY_FORMAT,
+        "version": SUMMARY_VERSION,
+        "model": record_model,
+        "backend": index.backend or "unknown",
+        "precision": index.precision,
+        "etdump": str(files.etdump),
+        "etrecord": str(files.etrecord) if files.etrecord is not None else None,
+        "debug_buffer": str(files.debug_buffer) if files.debug_buffer is not None else None,
+        "verdict": verdict.status,
+        "verdict_reason": reason,
+        "verdict_cause": verdict.cause,
+        "gap_metric": metric,
+        "higher_is_better": verdict.higher_is_better,
+        "threshold": verdict.threshold,
+        "first_divergence": first_divergence(verdict, index),
+        "latency_p50_ms": p50_ms,
+        "latency_p90_ms": p90_ms,
+        "delegated_time_share": share,
+        "partitions": len(index.maps),
+        "delegated_op_ratio": len(delegated) / len(index.handles) if index.handles else None,
+        "max_gap": finite(worst) if worst is not None else None,
+        "time_unit": time_unit,
+        "slowest_ops": [clean({k: e[k] for k in _SLOW_KEYS}) for e in slowest_ops(events, top_k)],
+        "largest_gaps": [clean({k: g.get(k) for k in largest_keys}) for g in largest],
+        "events": len(events),
+        "compared_outputs": len(compared),
+    }

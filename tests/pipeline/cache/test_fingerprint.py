@@ -1,0 +1,53 @@
+from pathlib import Path
+
+import pytest
+
+from pipeline.cache import fingerprint as fingerprint_module
+from pipeline.cache.fingerprint import (
+    Fingerprint,
+    compute_fingerprint,
+    explain_change,
+    flatten_config,
+)
+
+
+def test_flatten_config_nests_with_dots() -> None:
+    assert flatten_config({"a": {"b": 1, "c": {"d": [1, 2]}}, "e": "x"}) == {
+        "a.b": 1,
+        "a.c.d": [1, 2],
+        "e": "x",
+    }
+
+
+def test_fingerprint_changes_with_config_input_and_names_the_cause(tmp_path: Path) -> None:
+    data = tmp_path / "inputs.pt"
+    data.write_bytes(b"one")
+    base = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline.cache.fingerprint",))
+    same = compute_fingerprint({"model": {"depth": 1}}, [data], ("pipeline.cache.fingerprint",))
+    assert base.digest == same.digest
+
+    deeper = compute_fingerprint({"model": {"depth": 2}}, [data], ("pipeline.cache.fingerprint",))
+    assert deeper.digest != base.digest
+    assert "model.depth: 1 -> 2" in explain_change(base, deeper)
+
+    data.write_bytes(b"two")
+    new_input = compute_fingerprint(
+        {"model": {"depth": 1}}, [data], ("pipeline.cache.fingerprint",)
+    )
+    assert new_input.digest != base.digest
+    assert "input files changed (inputs.pt)" in explain_change(base, new_input)
+
+
+def test_a_library_upgrade_changes_the_fingerprint_and_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from importlib.metadata import version
+
+    base = compute_fingerprint({"a": 1}, [], ("pipeline.cache.fingerprint",))
+    assert base.libraries["torch"] == version("torch")
+    upgraded = {**base.libraries, "torch": "99.0.0"}
+    monkeypatch.setattr(fingerprint_module, "library_versions", lambda: upgraded)
+    after = compute_fingerprint({"a": 1}, [], ("pipeline.cache.fingerprint",))
+    assert after.digest != base.digest
+    assert f"torch {version('torch')} -> 99.0.0" in explain_change(base, after)
+    assert Fingerprint.from_json(after.to_json()) == after

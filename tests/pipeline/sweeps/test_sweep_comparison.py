@@ -1,0 +1,73 @@
+"""The sweep comparison over real MLflow runs: p50 in ms whatever each run's time unit, and the
+least accurate backend judged by each run's own gap direction (summary.json)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from pipeline.sweeps.comparison import RUN_COLUMNS, compare_runs
+from stages.analyze.link.event_table import write_csv
+
+
+def _run_dir(root: Path, unit: str, p50: float, metric: str, gap: float, higher: bool) -> Path:
+    root.mkdir(parents=True)
+    write_csv(
+        root / "events.csv",
+        ("event_block_name", "event_name", "op_names", "p50", "time_unit"),
+        [
+            {
+                "event_block_name": "Execute",
+                "event_name": "k0",
+                "op_names": ["linear"],
+                "p50": p50,
+                "time_unit": unit,
+            }
+        ],
+    )
+    write_csv(
+        root / "numeric_gap.csv",
+        ("op_names", "status", "gap_metric", f"local_{metric}"),
+        [{"op_names": ["linear"], "status": "ok", "gap_metric": metric, f"local_{metric}": gap}],
+    )
+    summary = {"gap_metric": metric, "higher_is_better": higher, "first_divergence": None}
+    (root / "summary.json").write_text(json.dumps(summary))
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> MlflowClient:
+    """One sqlite store for the module (creating its schema takes seconds)."""
+    return MlflowClient(f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
+
+
+@pytest.mark.parametrize(
+    ("metric", "higher_is_better", "least_accurate"),
+    [("snr", True, "qnn-fp16"), ("mse", False, "xnnpack-fp32")],
+)
+def test_per_op_table_in_ms_with_the_runs_own_gap_direction(
+    client: MlflowClient, tmp_path: Path, metric: str, higher_is_better: bool, least_accurate: str
+) -> None:
+    experiment = client.create_experiment(f"cmp-{metric}")
+    # xnnpack reports in us (2000 us = 2 ms), qnn in ms (1 ms); gaps 40 and 20.
+    specs = [("xnnpack", "fp32", "us", 2000.0, 40.0), ("qnn", "fp16", "ms", 1.0, 20.0)]
+    runs = []
+    for backend, precision, unit, p50, gap in specs:
+        run_dir = _run_dir(tmp_path / backend, unit, p50, metric, gap, higher_is_better)
+        tags = {"model": "m", "backend": backend, "precision": precision, "run_dir": str(run_dir)}
+        run = client.create_run(experiment, tags=tags)
+        client.log_metric(run.info.run_id, "analyze.latency_p50_ms", p50)
+        client.set_terminated(run.info.run_id, "FINISHED")
+        runs.append(client.get_run(run.info.run_id))
+
+    comparison = compare_runs(client, runs, tmp_path / "out")
+    (ops,) = list(csv.DictReader((tmp_path / "out" / "comparison_ops_m.csv").open()))
+    assert float(ops["p50_ms[xnnpack-fp32]"]) == pytest.approx(2.0)
+    assert float(ops["p50_ms[qnn-fp16]"]) == pytest.approx(1.0)
+    assert ops["slowest"] == "xnnpack-fp32" and ops["least_accurate"] == least_accurate
+    rows = list(csv.DictReader(comparison.runs.open()))
+    assert tuple(rows[0]) == RUN_COLUMNS and {r["gap_metric"] for r in rows} == {metric}

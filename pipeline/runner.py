@@ -25,7 +25,7 @@ from pipeline.cache.stage_cache import StageCache
 from pipeline.config.checks import check_config
 from pipeline.config.model_option import settle_model_option
 from pipeline.config.schema import STAGE_ORDER, stage_names
-from pipeline.cpu_threads import use_free_cores
+from pipeline.cpu_threads import apply_threads, choose_threads
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
@@ -90,6 +90,9 @@ def _run_stage(
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
+    threads = choose_threads()
+    if spec.timed:
+        config_slice["torch_threads"] = threads
     fingerprint = compute_fingerprint(config_slice, inputs, (spec.entry_module,))
     digest = fingerprint.digest
     started = time.perf_counter()
@@ -104,7 +107,10 @@ def _run_stage(
             )
             log.info("[%s] reused: %s", name, reason)
             seconds = time.perf_counter() - started
-            return StageOutcome(name, StageStatus.reused, seconds, artifacts, reason, digest)
+            reused_threads = cached.extra.get("torch_threads")
+            return StageOutcome(
+                name, StageStatus.reused, seconds, artifacts, reason, digest, reused_threads
+            )
         previous = cache.previous_fingerprint(name, run_dir)
         reason = (
             explain_change(previous, fingerprint)
@@ -113,17 +119,20 @@ def _run_stage(
         )
         log.debug("[%s] running (%s)", name, reason)
         before_running()
-        use_free_cores()
+        apply_threads(threads)
         # What exists now (torch, the loaded model) is left out of cyclic collections during the
         # stage: they walked that whole heap and took ~0.4 s of the export stage. Collections
         # still run for what the stage creates; run_pipeline unfreezes at the end.
         gc.freeze()
         artifacts = spec.call(cfg, run_dir)
         outputs = output_paths(artifacts, run_dir)
-        cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
+        extra = {"metrics": stage_metrics(artifacts), "torch_threads": threads}
+        cache.store(name, fingerprint, outputs, extra, run_dir)
     seconds = time.perf_counter() - started
-    log.info("[%s] done in %.2f s (ran: %s)", name, seconds, reason)
-    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason, digest)
+    log.info(
+        "[%s] done in %.2f s with %d torch thread(s) (ran: %s)", name, seconds, threads, reason
+    )
+    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason, digest, threads)
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,8 @@ def _run_stages(
             raise
         result.stages.append(outcome)
         tracker.set_tags({f"stage.{name}": outcome.status.value})
+        if outcome.torch_threads is not None:
+            tracker.log_params({f"torch_threads.{name}": str(outcome.torch_threads)})
         metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
         metrics[f"time.{name}_s"] = outcome.seconds
         tracker.log_metrics(metrics)

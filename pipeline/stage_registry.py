@@ -38,6 +38,9 @@ class StageSpec:
     optional_inputs: Callable[[DictConfig, Path], list[Path]]
     call: Callable[[DictConfig, Path], Any]
     produced_by: str
+    # Its results are timings: the torch thread count is part of its fingerprint, so a run
+    # measured under another thread count is never reused (a sweep's jobs split the cores).
+    timed: bool = False
 
 
 def _export_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
@@ -157,6 +160,7 @@ STAGES: dict[str, StageSpec] = {
         _none,
         _call_run,
         produced_by="lower",
+        timed=True,
     ),
     "analyze": StageSpec(
         "analyze",

@@ -88,6 +88,9 @@ class TrackerProcess:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self._send("set_tags", {"tags": dict(tags)})
 
+    def log_params(self, params: Mapping[str, str]) -> None:
+        self._send("log_params", {"params": dict(params)})
+
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
         """End the tracking run and the child; raises TrackingError only on a clean finish."""
         try:

@@ -26,8 +26,9 @@ for v in 3.11 3.12 3.13; do
   echo "== Python $v ($py)"
   venv="$VENVS/py$v"
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$venv/bin/python" -m pip install -q -e '.[dev]'
+  pip_log="$venv/pip-install.log"
+  { "$venv/bin/python" -m pip install -q --upgrade pip && "$venv/bin/python" -m pip install -q -e '.[dev]'; } \
+    >"$pip_log" 2>&1 || { tail -40 "$pip_log" >&2; echo "error: install failed on Python $v" >&2; exit 1; }
   work="$(mktemp -d)"
   # The main command, in a directory of its own (nothing written into the checkout).
   (cd "$work" && "$venv/bin/python" -m pipeline model=vit backend=xnnpack tracking=none \

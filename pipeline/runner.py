@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.cache.fingerprint import compute_fingerprint, explain_change
 from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
+from pipeline.config.backend_option import settle_backend_option
 from pipeline.config.checks import check_config
 from pipeline.config.model_option import settle_model_option
 from pipeline.config.schema import STAGE_ORDER, stage_names
@@ -300,6 +301,7 @@ def run_pipeline(
 
     `base_dir` (default: the working directory) is where relative model file paths start."""
     names = select_stages(stage_names(list(cfg.stages)))
+    settle_backend_option(cfg, base_dir or Path.cwd())
     check_config(cfg, names)
     if "export" in names:
         settle_model_option(cfg, base_dir or Path.cwd())

@@ -28,6 +28,7 @@ from pipeline.config.model_option import settle_model_option
 from pipeline.config.schema import STAGE_ORDER, stage_names
 from pipeline.cpu_threads import use_free_cores
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
+from pipeline.invocation import command_prefix
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
@@ -59,7 +60,7 @@ def select_stages(requested: Sequence[str]) -> list[str]:
 def default_resume_command(run_dir: Path) -> str:
     """The command line that re-runs this invocation in the same run dir."""
     args = [a for a in sys.argv[1:] if not a.startswith("hydra.run.dir=")]
-    return shlex.join(["python", "-m", "pipeline", *args, f"hydra.run.dir={run_dir}"])
+    return shlex.join([*command_prefix(), *args, f"hydra.run.dir={run_dir}"])
 
 
 def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:

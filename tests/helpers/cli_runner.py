@@ -62,9 +62,10 @@ def run_console(
 
 
 def shadowing_working_dir(cwd: Path) -> Path:
-    """A working directory holding what a user's project often has: a Hydra `conf/` with its own
-    config.yaml, and `pipeline/` and `stages/` packages that fail loudly if imported."""
+    """A working directory holding what a user's project often has: a Hydra `conf/` package with
+    its own config.yaml, and `pipeline/` and `stages/` packages that fail loudly if imported."""
     (cwd / "conf" / "backend").mkdir(parents=True, exist_ok=True)
+    (cwd / "conf" / "__init__.py").write_text("")
     (cwd / "conf" / "config.yaml").write_text("user_setting: 1\n")
     for package in ("pipeline", "stages"):
         (cwd / package).mkdir(parents=True, exist_ok=True)

@@ -198,7 +198,9 @@ class NpuBackend(BackendDetails):
         )
         for kernel in handle.kernels:
             # Real-time event: the tracer reads its own clock at start and end.
-            entry = tracer.start_profiling_delegate(kernel.name, kernel.identifier) if tracer else None
+            entry = (
+                tracer.start_profiling_delegate(kernel.name, kernel.identifier) if tracer else None
+            )
             _run_kernel(kernel, values)
             if tracer is not None:
                 output = values[kernel.output]
@@ -238,4 +240,3 @@ def _run_kernel(kernel: _Kernel, values: list[Any]) -> None:
         values[op["out"]] = _aten(op["op"])(*args, **kwargs)
     if kernel.fault:  # backend.fault.*: this kernel holds the target, its output is wrong
         values[kernel.output] = apply_output_fault(values[kernel.output], kernel.fault)
-

@@ -143,7 +143,7 @@ def _checked_class(found: Any, target: str) -> type[BackendDetails]:
     if not isinstance(name, str) or not BACKEND_NAME_PATTERN.fullmatch(name):
         raise BackendError(
             f"backend._target_={target!r}: {found.__name__} needs a class attribute "
-            f"`name = \"...\"` (letters, digits, _ . -), got {name!r}; it labels the run"
+            f'`name = "..."` (letters, digits, _ . -), got {name!r}; it labels the run'
         )
     if is_executorch_backend(name) and BUILTIN_BACKEND_NAMES.get(target) != name:
         raise BackendError(

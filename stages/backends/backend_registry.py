@@ -29,6 +29,7 @@ def builtin_precisions(name: str, target: str | None) -> tuple[str, ...] | None:
     found = BUILTIN_PRECISIONS.get(dotted)
     return tuple(str(p) for p in found) if found is not None else None
 
+
 # Built-in `_target_`s → the name they label runs with (the class's `name`; a test keeps the two
 # equal), so composing a config names a built-in backend without importing it (and torch).
 BUILTIN_BACKEND_NAMES: dict[str, str] = {

@@ -28,7 +28,9 @@ def author(tmp_path: Path) -> tuple[Path, Path]:
 
 def _ok(result: object) -> None:
     code = getattr(result, "returncode", 1)
-    assert code == 0, f"exit {code}\n{getattr(result, 'stdout', '')}\n{getattr(result, 'stderr', '')}"
+    assert code == 0, (
+        f"exit {code}\n{getattr(result, 'stdout', '')}\n{getattr(result, 'stderr', '')}"
+    )
 
 
 def _npu_events(run_dir: Path) -> list[dict[str, str]]:
@@ -119,5 +121,7 @@ def test_own_config_option_in_a_sweep_beside_xnnpack(
         assert summary["verdict"] == "pass", job
     with sqlite3.connect(store) as db:
         tags = sorted(v for (v,) in db.execute("SELECT value FROM tags WHERE key = 'backend'"))
-        names = sorted(v for (v,) in db.execute("SELECT value FROM params WHERE key = 'backend.name'"))
+        names = sorted(
+            v for (v,) in db.execute("SELECT value FROM params WHERE key = 'backend.name'")
+        )
     assert tags == ["npu", "xnnpack"] and names == ["npu", "xnnpack"]

@@ -52,9 +52,7 @@ def backends(tmp_path: Path) -> Path:
     return path
 
 
-def test_the_name_comes_from_the_class(
-    tiny_cfg: Callable[..., DictConfig], backends: Path
-) -> None:
+def test_the_name_comes_from_the_class(tiny_cfg: Callable[..., DictConfig], backends: Path) -> None:
     assert tiny_cfg("mlp").backend.name == "xnnpack"
     assert tiny_cfg("mlp", "backend=qnn").backend.name == "qnn"
     custom = tiny_cfg("mlp", f"backend._target_={backends}:NpuBackend")
@@ -80,7 +78,9 @@ def test_a_fault_is_refused_before_any_stage_by_a_backend_that_does_not_apply_it
         "backend.fault.node=relu",
         "tracking.enabled=false",
     )
-    with pytest.raises(ConfigValueError, match=r"'npu_plain' .* does not apply faults.*applies_faults"):
+    with pytest.raises(
+        ConfigValueError, match=r"'npu_plain' .* does not apply faults.*applies_faults"
+    ):
         run_pipeline(cfg, print_summary=False)
     assert not (tmp_path / "run").exists()  # refused before any stage made the run dir
     plain = tiny_cfg("mlp", f"backend._target_={backends}:NoFaultNpu", "tracking.enabled=false")

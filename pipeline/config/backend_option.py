@@ -13,6 +13,9 @@ from stages.lower.config import BACKEND_NAME_RESOLVER
 from stages.python_target import absolute_target
 
 AUTHORS_PAGE = "docs/delegate_authors.md"
+# The label a run gets while its backend cannot be imported: Hydra names the run dir before the
+# pipeline starts, and the config check then stops the run with the reason (check_backend_class).
+UNRESOLVED_BACKEND_NAME = "unresolved-backend"
 
 
 def class_backend_name(target: str) -> str:
@@ -28,10 +31,19 @@ def class_backend_name(target: str) -> str:
         raise ConfigValueError(str(exc)) from exc
 
 
+def _name_or_placeholder(target: str) -> str:
+    """The resolver never raises: Hydra would print a traceback instead of the message."""
+    try:
+        return class_backend_name(target)
+    except ConfigValueError:
+        return UNRESOLVED_BACKEND_NAME
+
+
 def register_backend_name_resolver() -> None:
-    """Make `${backend_name:...}` resolvable (the default of `backend.name`)."""
+    """Make `${backend_name:...}` resolvable (the default of `backend.name`). Not cached: OmegaConf
+    keys its cache by the unresolved argument text, the same for every backend."""
     OmegaConf.register_new_resolver(
-        BACKEND_NAME_RESOLVER, class_backend_name, use_cache=False, replace=True
+        BACKEND_NAME_RESOLVER, _name_or_placeholder, use_cache=False, replace=True
     )
 
 

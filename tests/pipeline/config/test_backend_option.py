@@ -65,8 +65,10 @@ def test_another_name_is_refused(tiny_cfg: Callable[..., DictConfig], backends: 
     with pytest.raises(ConfigValueError, match=r"backend.name=xnnpack: .* names itself 'npu'"):
         check_backend_class(cfg)
     for cls, why in [("BorrowedName", "name of the built-in backend"), ("Nameless", "class attr")]:
-        with pytest.raises(Exception, match=why):
-            tiny_cfg("mlp", f"backend._target_={backends}:{cls}").backend.name  # noqa: B018
+        borrowed = tiny_cfg("mlp", f"backend._target_={backends}:{cls}")
+        assert borrowed.backend.name == "unresolved-backend"
+        with pytest.raises(ConfigValueError, match=why):
+            check_backend_class(borrowed)
 
 
 def test_a_fault_is_refused_before_any_stage_by_a_backend_that_does_not_apply_it(
@@ -109,3 +111,13 @@ def test_a_fault_on_an_op_the_backend_left_out_is_applied_by_the_tool(
     report = json.loads(lowered.lowering_report.read_text())
     assert report["fault_injected"]["node"] == left_out
     assert lowered.metrics["fault_injected"] == 1.0
+
+
+def test_a_target_that_names_nothing_stops_before_any_stage_with_the_reason(
+    tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    cfg = tiny_cfg("mlp", "backend._target_=./absent_backend.py:Npu", "tracking.enabled=false")
+    assert cfg.backend.name == "unresolved-backend"  # a label for Hydra's run dir, never raised
+    with pytest.raises(ConfigValueError, match=r"no such file .*absent_backend\.py"):
+        run_pipeline(cfg, print_summary=False)
+    assert not (tmp_path / "run").exists()

@@ -209,11 +209,21 @@ def _run_stages(
         metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
         metrics[f"time.{name}_s"] = outcome.seconds
         tracker.log_metrics(metrics)
+        if metrics.get("lower.fault_injected"):  # recorded only when a fault was applied
+            tracker.set_tags({"fault_injected": _fault_description(cfg) or "yes"})
         files = _artifact_files(outcome.artifacts, run_dir)
         tracker.log_artifacts(files, name)
         for path in files:
             if path.suffix == ".csv":
                 tracker.log_table(path, f"tables/{path.stem}.json")
+
+
+def _fault_description(cfg: DictConfig) -> str | None:
+    """'scale on linear_1' for a configured `backend.fault.*`, else None."""
+    fault = cfg.backend.get("fault")
+    if fault is None or (not fault.get("node") and fault.get("debug_handle") is None):
+        return None
+    return f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
 
 
 def _start_tracking(tracker: Tracker, cfg: DictConfig, run_dir: Path, names: list[str]) -> None:
@@ -226,9 +236,9 @@ def _start_tracking(tracker: Tracker, cfg: DictConfig, run_dir: Path, names: lis
         "run_dir": str(run_dir),
         "stages": ",".join(names),
     }
-    fault = cfg.backend.get("fault")
-    if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
-        tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
+    fault = _fault_description(cfg)
+    if fault:
+        tags["fault_requested"] = fault  # `fault_injected` once the lower stage applied it
     container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     run_name = (
         cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from pipeline.config.backend_option import check_backend_class
-from pipeline.errors import ConfigValueError
+from pipeline.errors import ConfigValueError, StageFailedError
 from pipeline.runner import run_pipeline
 from stages.lower.stage import LoweringError
 from tests.helpers.cli_runner import REPO
@@ -121,3 +122,29 @@ def test_a_target_that_names_nothing_stops_before_any_stage_with_the_reason(
     with pytest.raises(ConfigValueError, match=r"no such file .*absent_backend\.py"):
         run_pipeline(cfg, print_summary=False)
     assert not (tmp_path / "run").exists()
+
+
+def _tags(store: Path) -> list[dict[str, str]]:
+    """Each MLflow run's tags, oldest first, read from the sqlite store."""
+    with sqlite3.connect(store) as db:
+        runs = [r for (r,) in db.execute("SELECT run_uuid FROM runs ORDER BY start_time")]
+        return [
+            dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (run,)).fetchall())
+            for run in runs
+        ]
+
+
+def test_the_run_is_tagged_fault_injected_only_when_the_fault_was_applied(
+    tiny_cfg: Callable[..., DictConfig], backends: Path, tmp_path: Path
+) -> None:
+    fault = ("backend.fault.node=relu", "backend.fault.kind=offset", "backend.fault.value=3")
+    forgetful = tiny_cfg("mlp", f"backend._target_={backends}:ForgetfulNpu", *fault)
+    with pytest.raises(StageFailedError, match="never took the fault"):
+        run_pipeline(forgetful, print_summary=False)
+    applied = tiny_cfg("mlp", f"backend._target_={backends}:NpuBackend", *fault)
+    with open_dict(applied):
+        applied.run_dir = str(tmp_path / "applied")
+    run_pipeline(applied, print_summary=False)
+    failed, faulted = _tags(tmp_path / "mlflow.db")
+    assert failed["fault_requested"] == "offset on relu" and "fault_injected" not in failed
+    assert faulted["fault_injected"] == "offset on relu" and faulted["backend"] == "npu"

@@ -65,8 +65,13 @@ def check_backend_class(cfg: DictConfig) -> None:
             f"backend.name={given}: the backend class {target} names itself {own!r} (its `name` "
             "attribute labels the run); drop backend.name, or set `name` on the class"
         )
-    if is_executorch_backend(own) or not _fault_requested(cfg):
+    if not _fault_requested(cfg):
         return
+    if is_executorch_backend(own):
+        raise ConfigValueError(
+            f"backend.fault.*: backend {own} runs ExecuTorch's real kernels, which cannot be "
+            "faulted; use an emulated backend (xnnpack, qnn, portable) for that"
+        )
     from stages.backends.backend_api import BackendError, backend_class
 
     try:

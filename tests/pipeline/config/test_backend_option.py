@@ -148,3 +148,12 @@ def test_the_run_is_tagged_fault_injected_only_when_the_fault_was_applied(
     failed, faulted = _tags(tmp_path / "mlflow.db")
     assert failed["fault_requested"] == "offset on relu" and "fault_injected" not in failed
     assert faulted["fault_injected"] == "offset on relu" and faulted["backend"] == "npu"
+
+
+def test_a_fault_on_executorch_itself_is_refused_before_any_stage(
+    tiny_cfg: Callable[..., DictConfig],
+) -> None:
+    cfg = tiny_cfg("mlp", "backend=executorch_xnnpack", "backend.fault.node=relu")
+    assert cfg.backend.name == "executorch_xnnpack"
+    with pytest.raises(ConfigValueError, match="ExecuTorch's real kernels, which cannot be"):
+        check_backend_class(cfg)

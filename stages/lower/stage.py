@@ -28,7 +28,7 @@ from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import load_exported_program
-from stages.formats.fault_injection import FAULT_KINDS
+from stages.formats.fault_injection import FAULT_KINDS, fault_hits
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import (
     CondInstruction,
@@ -107,6 +107,25 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     for warning in warnings:
         log.warning("[lower] %s", warning)
     return {**resolved, "warnings": warnings} if warnings else resolved
+
+
+def _applied_fault(
+    fault: dict[str, Any] | None, parts: _Partitioned, backend: BackendConfig
+) -> dict[str, Any] | None:
+    """The fault as applied: by the program builder on an operator call, or by the backend on a
+    delegated kernel; a backend that took a delegated target without applying it is an error."""
+    if fault is None:
+        return None
+    delegated = [n for nodes in parts.result.partitions for n in nodes]
+    if fault_hits(fault, delegated) is None or parts.instance.faulted_nodes:
+        return fault
+    target = fault.get("qualified_node") or fault.get("node") or f"handle {fault['debug_handle']}"
+    raise LoweringError(
+        f"backend.fault targets {target}, which backend '{parts.instance.name}' "
+        f"({backend._target_}) delegated, but its preprocess never took the fault: a backend with "
+        "`applies_faults = True` calls `self.fault_for(kernel_nodes)` for every kernel and "
+        "applies what it returns (docs/delegate_authors.md#faults)"
+    )
 
 
 def _calibrate(program: torch.export.ExportedProgram, inputs: Path) -> dict[str, float]:
@@ -321,8 +340,9 @@ def run_lower(
     program = load_exported_program(program_bytes, str(exported_program))
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
-    fault = _fault(backend, program)
-    parts = _partition(backend, program, inputs, fault)
+    requested = _fault(backend, program)
+    parts = _partition(backend, program, inputs, requested)
+    fault = _applied_fault(requested, parts, backend)
     lowered, program_path = _save_program(
         backend, program, program_bytes, exported_program, parts, fault, run_dir
     )

@@ -25,6 +25,13 @@ from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.linking import ProgramIndex, check_same_program
+from stages.analyze.link.map_check import (
+    MapCheck,
+    check_runtime_maps,
+    log_findings,
+    map_not_evaluated,
+    whole_partition_divergence,
+)
 from stages.analyze.link.metadata_parsers import resolve_parser
 from stages.analyze.link.program_identity import (
     UNPROVEN,
@@ -42,6 +49,7 @@ from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_re
 from stages.analyze.report.trace_export import build_trace, write_trace
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
+from stages.formats.delegate_map_findings import MAP_CHECK_KEY
 from stages.formats.paused_gc import paused_gc
 
 TOP_OPS_SVG = "top_ops_p50.svg"
@@ -73,13 +81,16 @@ def _numeric_gap(
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
+    map_check: MapCheck | None = None,
 ) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None]:
     """Gap rows and cond records, or none and why they cannot be computed."""
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
         return [], [], blocker
-    outputs = runtime_outputs(inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path))
+    outputs = runtime_outputs(
+        inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path), map_check
+    )
     if not outputs:
         return [], [], no_outputs(inputs)
     _, rows, flows = numeric_gap_and_flow(
@@ -182,6 +193,7 @@ class _Linked:
     identity: Any
     program: ExportedProgram | None
     parser: Any
+    map_check: MapCheck = field(default_factory=MapCheck)
 
 
 def _load_and_link(
@@ -203,7 +215,9 @@ def _load_and_link(
         index.backend,
         record.lowering_info.get("backend_target") if record is not None else None,
     )
-    return _Linked(inputs, index, identity, program, parser)
+    map_check = check_runtime_maps(inputs.etdump, index, record)
+    log_findings(map_check)
+    return _Linked(inputs, index, identity, program, parser, map_check)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -271,7 +285,7 @@ def _compare(
 ) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
     gap_rows, flows, not_evaluated = _numeric_gap(
-        linked.inputs, linked.index, comparators, linked.program
+        linked.inputs, linked.index, comparators, linked.program, linked.map_check
     )
     reason = not_evaluated.why if not_evaluated is not None else ""
     verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
@@ -324,7 +338,12 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = linked.identity.record()
-    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
+    summary[MAP_CHECK_KEY] = linked.map_check.records()
+    summary["first_divergence"] = whole_partition_divergence(
+        linked.map_check, index, summary["first_divergence"]
+    )
+    unused = [not_evaluated] if not_evaluated else []
+    summary["not_evaluated"] = report_unused(unused + map_not_evaluated(linked.map_check))
     summary["control_flow"] = [f.record() for f in flows]
     summary["warnings"] = _fault_warnings(record, flows, linked.program)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)

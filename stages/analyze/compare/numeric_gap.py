@@ -41,6 +41,7 @@ from stages.analyze.link.linking import (
     link_event,
     logged_outputs,
 )
+from stages.analyze.link.map_check import MapCheck
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
 from stages.formats.reference_capture import flat_program_args
@@ -113,9 +114,14 @@ def _scalar_tensor(value: Any) -> Any:
 
 
 def runtime_outputs(
-    dump: ETDumpData, buffer: bytes | memoryview, index: ProgramIndex, where: str = "debug buffer"
+    dump: ETDumpData,
+    buffer: bytes | memoryview,
+    index: ProgramIndex,
+    where: str = "debug buffer",
+    map_check: MapCheck | None = None,
 ) -> list[RuntimeOutput]:
-    """Intermediate outputs of every capture block, in execution order, linked to handles."""
+    """Intermediate outputs of every capture block, in execution order, linked to handles
+    (with a `map_check`, as the delegate map findings allow: stages.analyze.link.map_check)."""
     outputs: list[RuntimeOutput] = []
     capture_blocks = [
         b
@@ -125,8 +131,11 @@ def runtime_outputs(
     for position, block in enumerate(capture_blocks):
         sample = block.bundled_input_index if block.bundled_input_index >= 0 else position
         for order, de, values in logged_outputs(block.events, index):
-            ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
-            link = link_event(index, de.name, de.instruction_id, ident)
+            if map_check is not None:
+                link = map_check.output_link(index, de)
+            else:
+                ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
+                link = link_event(index, de.name, de.instruction_id, ident)
             if link is None or not link.debug_handles:
                 continue
             decoded = [_decode(v, buffer, where) for v in values]

@@ -127,9 +127,10 @@ def link_event(
                     identifier,
                     m.partition_id,
                 )
-        if record is not None and not record.debug_handle_map:
-            # The backend emitted no identifier map (ExecuTorch 1.5.1's XNNPACK): the event
-            # belongs to its delegate call, but to none of the call's ops in particular.
+        if record is not None:
+            # The backend emitted no identifier map (ExecuTorch 1.5.1's XNNPACK), or a map that
+            # lacks this identifier (an `unmapped_identifier` finding, stages.analyze.link.
+            # map_check): the event belongs to its delegate call, to none of its ops in particular.
             return Link((), True, record.backend_name, identifier, record.partition_id)
         return (
             None

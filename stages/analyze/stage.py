@@ -30,6 +30,7 @@ from stages.analyze.link.map_check import (
     check_runtime_maps,
     log_findings,
     map_not_evaluated,
+    unobserved_inputs_note,
     whole_partition_divergence,
 )
 from stages.analyze.link.metadata_parsers import resolve_parser
@@ -341,6 +342,10 @@ def run_analyze(
     summary[MAP_CHECK_KEY] = linked.map_check.records()
     summary["first_divergence"] = whole_partition_divergence(
         linked.map_check, index, summary["first_divergence"]
+    )
+    first_row = verdict.first_divergence
+    unobserved_inputs_note(
+        summary["first_divergence"], first_row.unobserved_inputs if first_row else ()
     )
     unused = [not_evaluated] if not_evaluated else []
     summary["not_evaluated"] = report_unused(unused + map_not_evaluated(linked.map_check))

@@ -121,7 +121,10 @@ def check_partition_map(
         for h in handles:
             if _valid_handle(h) and h in own:
                 claims.setdefault(h, []).append(identifier)
+        valid = [h for h in handles if _valid_handle(h) and h in own]
         if unknown or not handles:
+            # Handles outside the partition name no op its kernel computes: the output is
+            # compared on the partition's own handles, or not at all when none is left.
             findings.append(
                 MapFinding(
                     MapFindingKind.unknown_handles,
@@ -131,9 +134,13 @@ def check_partition_map(
                     tuple(h for h in unknown if _valid_handle(h)),
                     (),
                     f"identifier {identifier!r} maps to {list(unknown) or 'no handles'}, which are "
-                    f"not ops of partition {pid} (its handles: {all_handles}); its outputs are "
-                    "not compared",
-                    not_comparable=(identifier,),
+                    f"not ops of partition {pid} (its handles: {all_handles}); "
+                    + (
+                        f"its outputs are compared as those of handles {valid}"
+                        if valid
+                        else "its outputs are not compared"
+                    ),
+                    not_comparable=() if valid else (identifier,),
                 )
             )
     uncovered = sorted(own - set(claims))

@@ -69,6 +69,9 @@ class GapGroup:
     identifiers: list[DelegateIdentifier] = field(default_factory=list)
     backend: str = ""
     is_delegated: bool = False
+    # Ops feeding the group whose runtime values were not logged (or not usable): its local gap
+    # then re-runs on their reference values, so a divergence may have started in them.
+    unobserved_inputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -91,6 +94,7 @@ class GapRow:
     samples: int = 0
     comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
     follows_flip: str = ""  # the cond whose branch flipped upstream of this output, if any
+    unobserved_inputs: tuple[str, ...] = ()  # see GapGroup.unobserved_inputs
 
 
 def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
@@ -286,6 +290,30 @@ def _substitutions(
     return subst
 
 
+def _note_unobserved(group: GapGroup, subst: dict[torch.fx.Node, Any]) -> None:
+    """Record the ops upstream of the group whose runtime values were not given: its direct op
+    inputs that were not logged, and their own unlogged producers (see GapGroup)."""
+    members = set(group.nodes)
+
+    def observed(node: torch.fx.Node) -> bool:
+        source = node.args[0] if _is_getitem(node) else node
+        return node.op != "call_function" or node in subst or source in subst
+
+    stack = [a for n in group.nodes for a in n.all_input_nodes if a not in members]
+    seen: set[torch.fx.Node] = set()
+    while stack:
+        node = stack.pop()
+        if node in seen or observed(node):
+            continue
+        seen.add(node)
+        if not _is_getitem(node) and node.name not in group.unobserved_inputs:
+            group.unobserved_inputs.append(node.name)
+        stack.extend(node.all_input_nodes)
+    if seen:
+        graph_order = {n.name: i for i, n in enumerate(next(iter(seen)).graph.nodes)}
+        group.unobserved_inputs.sort(key=lambda name: graph_order.get(name, 0))
+
+
 def _rerun(
     group: GapGroup,
     env: dict[torch.fx.Node, Any],
@@ -464,6 +492,7 @@ def _build_rows(
             reference_shape=shapes[1],
             runtime_dtype=slot.dtype,
             samples=len(slot.rt),
+            unobserved_inputs=tuple(group.unobserved_inputs),
         )
         if row.status == "ok" and slot.rt:
             rule = _rule_for(group, oi, comparators, tie_tolerance)
@@ -607,6 +636,7 @@ def numeric_gap_and_flow(
         return anchor_cache[handles]
 
     slots: dict[tuple[int, int], _Slot] = {}
+    noted: set[int] = set()
     for sample, sample_outputs in sorted(by_sample.items()):
         if sample >= len(samples):
             continue
@@ -621,6 +651,9 @@ def numeric_gap_and_flow(
         subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
         fixed = _cond_outputs(sites, records, subst)
         for gi, value in _group_values(groups, group_of, sample_outputs).items():
+            if gi not in noted:  # once per group: the same ops are logged in every sample
+                noted.add(gi)
+                _note_unobserved(groups[gi], subst)
             _collect_group(slots, gi, groups[gi], value, env, subst, fixed)
 
     for gi, group in enumerate(groups):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stages.analyze.link.linking import Link, ProgramIndex, identifier_of, link_event
@@ -60,6 +60,9 @@ class MapCheck:
             return None
         if ident is not None and (link.partition_id, ident) in self.not_comparable:
             return None
+        if record is not None and record.delegated_handles:  # a kernel computes its own ops only
+            own = tuple(h for h in link.debug_handles if h in record.delegated_handles)
+            return replace(link, debug_handles=own) if own else None
         return link
 
 
@@ -264,3 +267,18 @@ def whole_partition_divergence(
                 ),
             }
     return first
+
+
+def unobserved_inputs_note(first: dict[str, Any] | None, unobserved: tuple[str, ...]) -> None:
+    """Say on a first divergence that its inputs were partly not observed, naming those ops: a
+    map that hides ops' outputs must not let the next observed op take their blame alone."""
+    if first is None or not unobserved:
+        return
+    first["unobserved_inputs"] = list(unobserved)
+    first["narrowed"] = False
+    first.setdefault(
+        "note",
+        f"the runtime values of {', '.join(unobserved)} (inputs of this group) were not observed "
+        "(see delegate_map_check and not_evaluated), so its local gap re-ran on their reference "
+        "values: the divergence may have started in those ops or in this group",
+    )

@@ -131,3 +131,18 @@ class NoOutputsBackend(XnnpackBackend):
     ) -> list[torch.Tensor]:
         view = _NoDelegateOutputs(tracer) if tracer is not None else None
         return super().execute(handle, inputs, view)  # type: ignore[arg-type]
+
+
+class BadHandleTypeBackend(XnnpackBackend):
+    """Builds its map by hand, with handles as strings (not a map at all)."""
+
+    name = "bad_handle_type_npu"
+
+    def preprocess(
+        self, partition: PartitionGraph, compile_specs: dict[str, Any]
+    ) -> PreprocessResult:
+        result = super().preprocess(partition, compile_specs)
+        broken: dict[Any, Any] = {
+            k: tuple(str(h) for h in v) for k, v in result.debug_handle_map.items()
+        }
+        return replace(result, debug_handle_map=broken)

@@ -193,3 +193,11 @@ def test_no_intermediate_outputs_blames_the_partition(
         r.getMessage() for r in caplog.records if "[analyze] delegate map check" in r.getMessage()
     ]
     assert len(lines) == 1 and "no_intermediate_outputs" in lines[0]
+
+
+def test_report_shows_findings_only_when_there_are_some(run_tiny: RunTiny) -> None:
+    bug = (_run(run_tiny, "EmptyMapBackend") / "report.html").read_text()
+    assert "Delegate debug-handle map check" in bug and "empty_map" in bug
+    clean = run_tiny("map-clean-mlp-xnnpack", "mlp", "backend=xnnpack")
+    assert read_summary(clean)["delegate_map_check"] == []
+    assert "Delegate debug-handle map check" not in (clean / "report.html").read_text()

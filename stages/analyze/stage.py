@@ -298,6 +298,22 @@ def _compare(
     return flows, not_evaluated, verdict, gaps
 
 
+def _add_map_check(
+    summary: dict[str, Any], linked: _Linked, verdict: Verdict, unused: NotEvaluated | None
+) -> None:
+    """The delegate map findings, what they kept out of the numeric gap, and what they mean
+    for the first divergence (a whole partition, or unobserved inputs)."""
+    check = linked.map_check
+    summary[MAP_CHECK_KEY] = check.records()
+    first = whole_partition_divergence(check, linked.index, summary["first_divergence"])
+    row = verdict.first_divergence
+    unobserved_inputs_note(first, row.unobserved_inputs if row else ())
+    summary["first_divergence"] = first
+    # Without a numeric gap at all, what the map kept out of it is not worth listing.
+    items = [unused] if unused is not None else map_not_evaluated(check)
+    summary["not_evaluated"] = report_unused(items)
+
+
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
 def run_analyze(
     cfg: AnalyzeConfig,
@@ -339,16 +355,7 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = linked.identity.record()
-    summary[MAP_CHECK_KEY] = linked.map_check.records()
-    summary["first_divergence"] = whole_partition_divergence(
-        linked.map_check, index, summary["first_divergence"]
-    )
-    first_row = verdict.first_divergence
-    unobserved_inputs_note(
-        summary["first_divergence"], first_row.unobserved_inputs if first_row else ()
-    )
-    unused = [not_evaluated] if not_evaluated else []
-    summary["not_evaluated"] = report_unused(unused + map_not_evaluated(linked.map_check))
+    _add_map_check(summary, linked, verdict, not_evaluated)
     summary["control_flow"] = [f.record() for f in flows]
     summary["warnings"] = _fault_warnings(record, flows, linked.program)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)

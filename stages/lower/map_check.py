@@ -89,6 +89,117 @@ def _feeders(
     return found
 
 
+def _empty(backend: str, pid: int, nodes: list[torch.fx.Node], own: set[int]) -> MapFinding:
+    return MapFinding(
+        MapFindingKind.empty_map,
+        pid,
+        backend,
+        (),
+        tuple(sorted(own)),
+        _names(nodes, own),
+        f"partition {pid} delegates {len(nodes)} op(s) but its map has no entries: no kernel "
+        "event or output can be tied to an op; the partition is compared as a whole",
+    )
+
+
+def _unknown(
+    backend: str, pid: int, own: set[int], mapping: dict[DelegateIdentifier, tuple[int, ...]]
+) -> list[MapFinding]:
+    """Identifiers mapping handles outside the partition: those name no op its kernel computes,
+    so the output is compared on the partition's own handles, or not at all when none is left."""
+    findings = []
+    for identifier, handles in mapping.items():
+        unknown = [h for h in handles if not _valid_handle(h) or h not in own]
+        valid = [h for h in handles if _valid_handle(h) and h in own]
+        if not unknown and handles:
+            continue
+        compared = (
+            f"its outputs are compared as those of handles {valid}"
+            if valid
+            else ("its outputs are not compared")
+        )
+        findings.append(
+            MapFinding(
+                MapFindingKind.unknown_handles,
+                pid,
+                backend,
+                (identifier,),
+                tuple(unknown),
+                (),
+                f"identifier {identifier!r} maps to {unknown or 'no handles'}, which are not ops "
+                f"of partition {pid} (its handles: {sorted(own)}); {compared}",
+                not_comparable=() if valid else (identifier,),
+            )
+        )
+    return findings
+
+
+def _uncovered(
+    backend: str,
+    partition: PartitionGraph,
+    own: set[int],
+    claims: dict[DebugHandle, list[DelegateIdentifier]],
+) -> list[MapFinding]:
+    uncovered = sorted(own - set(claims))
+    if not uncovered:
+        return []
+    nodes = _op_nodes(partition)
+    missing = {n for n in nodes if get_debug_handle(n) in set(uncovered)}
+    owner = {
+        n: claims[h]
+        for n in partition.nodes
+        if (h := get_debug_handle(n)) is not None and h in claims
+    }
+    rank = {i: k for k, i in enumerate(dict.fromkeys(i for ids in claims.values() for i in ids))}
+    feeding = sorted(_feeders(missing, owner), key=lambda i: rank.get(i, len(rank)))
+    names = _names(nodes, set(uncovered))
+    pid = partition.partition_id
+    why = (
+        f"the outputs of {feeding} may be theirs (a fused kernel that maps only its first op), "
+        "so they are not compared"
+        if feeding
+        else "their outputs cannot be observed"
+    )
+    return [
+        MapFinding(
+            MapFindingKind.uncovered_handles,
+            pid,
+            backend,
+            tuple(feeding),
+            tuple(uncovered),
+            names,
+            f"no identifier of partition {pid} covers handles {uncovered} ({', '.join(names)}); "
+            + why,
+            not_comparable=tuple(feeding),
+        )
+    ]
+
+
+def _shared(
+    backend: str,
+    pid: int,
+    nodes: list[torch.fx.Node],
+    claims: dict[DebugHandle, list[DelegateIdentifier]],
+) -> list[MapFinding]:
+    shared = {h: ids for h, ids in claims.items() if len(ids) > 1}
+    if not shared:
+        return []
+    ids = list(dict.fromkeys(i for group in shared.values() for i in group))
+    handles = sorted(shared)
+    return [
+        MapFinding(
+            MapFindingKind.shared_handles,
+            pid,
+            backend,
+            tuple(ids),
+            tuple(handles),
+            _names(nodes, set(handles)),
+            f"handles {handles} are claimed by more than one identifier ({ids}); the analysis "
+            "compares those identifiers as one group, at its last op's output",
+        )
+    ]
+
+
 def check_partition_map(
     backend: str, partition: PartitionGraph, raw_map: Mapping[Any, Any]
 ) -> list[MapFinding]:
@@ -98,96 +209,19 @@ def check_partition_map(
         return []
     mapping = _checked_map(backend, partition, raw_map)
     pid = partition.partition_id
-    handles_of = {get_debug_handle(n) for n in partition.nodes} - {None}
-    own: set[DebugHandle] = {h for h in handles_of if h is not None}
-    all_handles = sorted(own)
+    own = {h for n in partition.nodes if (h := get_debug_handle(n)) is not None}
     if not mapping:
-        return [
-            MapFinding(
-                MapFindingKind.empty_map,
-                pid,
-                backend,
-                (),
-                tuple(all_handles),
-                _names(nodes, own),
-                f"partition {pid} delegates {len(nodes)} op(s) but its map has no entries: no "
-                "kernel event or output can be tied to an op; the partition is compared as a whole",
-            )
-        ]
-    findings: list[MapFinding] = []
+        return [_empty(backend, pid, nodes, own)]
     claims: dict[DebugHandle, list[DelegateIdentifier]] = {}
     for identifier, handles in mapping.items():
-        unknown = [h for h in handles if not _valid_handle(h) or h not in own]
         for h in handles:
             if _valid_handle(h) and h in own:
                 claims.setdefault(h, []).append(identifier)
-        valid = [h for h in handles if _valid_handle(h) and h in own]
-        if unknown or not handles:
-            # Handles outside the partition name no op its kernel computes: the output is
-            # compared on the partition's own handles, or not at all when none is left.
-            findings.append(
-                MapFinding(
-                    MapFindingKind.unknown_handles,
-                    pid,
-                    backend,
-                    (identifier,),
-                    tuple(h for h in unknown if _valid_handle(h)),
-                    (),
-                    f"identifier {identifier!r} maps to {list(unknown) or 'no handles'}, which are "
-                    f"not ops of partition {pid} (its handles: {all_handles}); "
-                    + (
-                        f"its outputs are compared as those of handles {valid}"
-                        if valid
-                        else "its outputs are not compared"
-                    ),
-                    not_comparable=() if valid else (identifier,),
-                )
-            )
-    uncovered = sorted(own - set(claims))
-    if uncovered:
-        missing = {n for n in nodes if get_debug_handle(n) in set(uncovered)}
-        owner: dict[torch.fx.Node, list[DelegateIdentifier]] = {}
-        for node in partition.nodes:
-            h = get_debug_handle(node)
-            if h in claims:
-                owner[node] = claims[h]
-        feeding = _feeders(missing, owner)
-        findings.append(
-            MapFinding(
-                MapFindingKind.uncovered_handles,
-                pid,
-                backend,
-                tuple(feeding),
-                tuple(uncovered),
-                _names(nodes, set(uncovered)),
-                f"no identifier of partition {pid} covers handles {uncovered} "
-                f"({', '.join(_names(nodes, set(uncovered)))}); "
-                + (
-                    f"the outputs of {feeding} may be theirs (a fused kernel that maps only "
-                    "its first op), so they are not compared"
-                    if feeding
-                    else "their outputs cannot be observed"
-                ),
-                not_comparable=tuple(feeding),
-            )
-        )
-    shared = {h: ids for h, ids in claims.items() if len(ids) > 1}
-    if shared:
-        ids = list(dict.fromkeys(i for group in shared.values() for i in group))
-        handles = sorted(shared)
-        findings.append(
-            MapFinding(
-                MapFindingKind.shared_handles,
-                pid,
-                backend,
-                tuple(ids),
-                tuple(handles),
-                _names(nodes, set(handles)),
-                f"handles {handles} are claimed by more than one identifier ({ids}); the "
-                "analysis compares those identifiers as one group, at its last op's output",
-            )
-        )
-    return findings
+    return [
+        *_unknown(backend, pid, own, mapping),
+        *_uncovered(backend, partition, own, claims),
+        *_shared(backend, pid, nodes, claims),
+    ]
 
 
 def check_maps(

@@ -290,6 +290,38 @@ def _substitutions(
     return subst
 
 
+def _partition_outputs(
+    sample_outputs: list[RuntimeOutput],
+    groups: list[GapGroup],
+    group_of: dict[DebugHandle, int],
+    env: dict[torch.fx.Node, Any],
+) -> dict[torch.fx.Node, Any]:
+    """A delegate call's logged outputs (a partition compared as a whole) standing in for the
+    partition's output nodes, in the partition's output order (nodes read from outside)."""
+    subst: dict[torch.fx.Node, Any] = {}
+    for out in sample_outputs:
+        link = out.link
+        if link.partition_id is None or link.delegate_debug_identifier is not None:
+            continue
+        values = out.value if isinstance(out.value, list) else [out.value]
+        group = groups[group_of[link.debug_handles[0]]]
+        members = set(group.nodes)
+        outputs = [
+            n
+            for n in group.nodes
+            if (_is_getitem(n) or not isinstance(n.meta.get("val"), list | tuple))
+            and any(user not in members for user in n.users)
+        ]
+        if len(outputs) != len(values):
+            continue
+        for node, value in zip(outputs, values, strict=True):
+            ref = env.get(node)
+            tensors = isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor)
+            if tensors and tuple(ref.shape) == tuple(value.shape):
+                subst[node] = _like(value, ref)
+    return subst
+
+
 def _note_unobserved(group: GapGroup, subst: dict[torch.fx.Node, Any]) -> None:
     """Record the ops upstream of the group whose runtime values were not given: its direct op
     inputs that were not logged, and their own unlogged producers (see GapGroup)."""
@@ -647,6 +679,7 @@ def numeric_gap_and_flow(
             if (a := anchor_of(out.link.debug_handles)) is not None
         }
         subst = _substitutions(sample_outputs, env, anchors)  # top-level nodes
+        subst.update(_partition_outputs(sample_outputs, groups, group_of, env))
         _branch_env(sites, env, sample_outputs, subst, records)
         subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
         fixed = _cond_outputs(sites, records, subst)

@@ -184,6 +184,13 @@ def test_no_intermediate_outputs_blames_the_partition(
     assert "could not be narrowed further" in first["note"]
     if partition_ops is not None:
         assert first["op_names"] == partition_ops
+        # The CPU `add` re-runs on the partition's two logged outputs: it carries the error
+        # without diverging itself.
+        (add,) = [
+            r for r in _rows(run_dir / "numeric_gap.csv") if json.loads(r["op_names"]) == ["add"]
+        ]
+        assert add["diverged"] == "False" and add["is_delegated_op"] == "False"
+        assert float(add["local_snr"]) > 100 > float(add["snr"])
     silent = _findings(summary, MapFindingKind.no_intermediate_outputs)
     blamed = next(f for f in silent if f["partition_id"] == first["partition_id"])
     assert first["delegate_debug_identifiers"] == blamed["identifiers"]

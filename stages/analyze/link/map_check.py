@@ -41,6 +41,8 @@ class MapCheck:
     not_comparable: frozenset[tuple[int, DelegateIdentifier]] = frozenset()
     # Partitions compared as a whole, from their delegate call's outputs.
     whole_partitions: frozenset[int] = frozenset()
+    # (partition, identifier) that map handles outside their partition: compared on the rest.
+    trimmed: frozenset[tuple[int, DelegateIdentifier]] = frozenset()
 
     def records(self) -> list[dict[str, Any]]:
         return [f.record() for f in self.findings]
@@ -60,7 +62,8 @@ class MapCheck:
             return None
         if ident is not None and (link.partition_id, ident) in self.not_comparable:
             return None
-        if record is not None and record.delegated_handles:  # a kernel computes its own ops only
+        if record is not None and (record.partition_id, ident) in self.trimmed:
+            # A kernel computes ops of its own partition only: the other handles name nothing.
             own = tuple(h for h in link.debug_handles if h in record.delegated_handles)
             return replace(link, debug_handles=own) if own else None
         return link
@@ -201,7 +204,13 @@ def check_runtime_maps(dump: ETDumpData, index: ProgramIndex, record: ETRecord |
     findings = tuple(lowered + runtime)
     not_comparable = {(f.partition_id, i) for f in findings for i in f.not_comparable}
     whole = _whole(index, seen, not_comparable, ran)
-    return MapCheck(findings, frozenset(not_comparable), frozenset(whole))
+    trimmed = {
+        (f.partition_id, i)
+        for f in findings
+        if f.kind == MapFindingKind.unknown_handles
+        for i in f.identifiers
+    }
+    return MapCheck(findings, frozenset(not_comparable), frozenset(whole), frozenset(trimmed))
 
 
 def map_not_evaluated(check: MapCheck) -> list[NotEvaluated]:

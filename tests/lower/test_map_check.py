@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from omegaconf import DictConfig
 
+from stages.backends.backend_api import PartitionGraph
+from stages.export.debug_handle_pass import assign_debug_handles
 from stages.formats.closed_sets import MapFindingKind
 from stages.formats.etrecord import ETRecord
 from stages.formats.exported_program import load_exported_program
 from stages.formats.graph_handles import iter_operator_nodes
+from stages.lower.map_check import MapShapeError, check_partition_map
 from stages.lower.stage import LoweringError
 from tests.helpers.lowering import export_and_lower
 from tests.helpers.map_bug_backends import UNKNOWN_HANDLE
@@ -116,3 +120,57 @@ def test_a_map_of_the_wrong_shape_is_refused(
 ) -> None:
     with pytest.raises(LoweringError, match=r"handles are ints .*BadHandleTypeBackend"):
         _lower(tiny_cfg, tmp_path, "BadHandleTypeBackend")
+
+
+@pytest.fixture
+def partition() -> PartitionGraph:
+    """linear → relu → linear (handles 1, 2, 3) as one partition of a real exported program."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    program = torch.export.export(model, (torch.randn(1, 4),))
+    assign_debug_handles(program)
+    nodes = [n for n in program.graph.nodes if n.op == "call_function"]
+    return PartitionGraph(0, nodes, [], [nodes[-1]], {}, {})
+
+
+@pytest.mark.parametrize(
+    ("raw", "kinds", "handles"),
+    [
+        ({0: (1, 2, 3)}, [], []),
+        ({0: (1, 2), 1: (3, 0)}, ["unknown_handles"], [[0]]),
+        ({0: (1,), 1: (3,)}, ["uncovered_handles"], [[2]]),
+        ({"a": (1, 2), "b": (2, 3)}, ["shared_handles"], [[2]]),
+        ({0: (1, 2, 3), 1: ()}, ["unknown_handles"], [[]]),
+        ({}, ["empty_map"], [[1, 2, 3]]),
+    ],
+)
+def test_partition_map_findings(
+    partition: PartitionGraph, raw: dict[Any, Any], kinds: list[str], handles: list[list[int]]
+) -> None:
+    findings = check_partition_map("npu", partition, raw)
+    assert [f.kind.value for f in findings] == kinds
+    assert [list(f.handles) for f in findings] == handles
+    assert all(f.partition_id == 0 and f.backend_name == "npu" for f in findings)
+
+
+def test_uncovered_op_after_a_fused_kernel_makes_that_kernel_not_comparable(
+    partition: PartitionGraph,
+) -> None:
+    (finding,) = check_partition_map("npu", partition, {"k0": (1,), "k1": (3,)})
+    assert finding.identifiers == ("k0",) and finding.not_comparable == ("k0",)
+    assert finding.ops == ("relu",)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({True: (1,)}, "use an int or a str"),
+        ({-1: (1,)}, "reads as 'no identifier'"),
+        ({"": (1,)}, "reads as 'no identifier'"),
+        ({0: 1}, "map each identifier to a tuple"),
+        ({0: (1.0,)}, "debug handles are ints"),
+        ([(0, (1,))], "not a dict"),
+    ],
+)
+def test_a_malformed_map_is_refused(partition: PartitionGraph, raw: Any, message: str) -> None:
+    with pytest.raises(MapShapeError, match=message):
+        check_partition_map("npu", partition, raw)

@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
+from stages.analyze.config import AnalyzeConfig
+from stages.analyze.stage import run_analyze
 from stages.formats.closed_sets import MapFindingKind
+from stages.formats.etdump import read_etdump, write_etdump
+from stages.formats.etdump.records import FINGERPRINT_EVENT
 from stages.formats.etrecord import ETRecord
 from tests.helpers.analyze_runs import RunTiny, read_summary
 from tests.helpers.map_bug_backends import RENUMBERED, UNKNOWN_HANDLE
@@ -208,3 +212,24 @@ def test_report_shows_findings_only_when_there_are_some(run_tiny: RunTiny) -> No
     clean = run_tiny("map-clean-mlp-xnnpack", "mlp", "backend=xnnpack")
     assert read_summary(clean)["delegate_map_check"] == []
     assert "Delegate debug-handle map check" not in (clean / "report.html").read_text()
+
+
+def test_unmapped_identifier_without_fingerprint_is_not_another_program(
+    run_tiny: RunTiny, tmp_path: Path
+) -> None:
+    """Without the fingerprint (another tool's ETDump) the structure is checked: an identifier
+    the map lacks, under a delegate call the ETRecord knows, is a finding, not a mismatch."""
+    run_dir = _run(run_tiny, "MissingEntryBackend")
+    dump = read_etdump(run_dir / "etdump.etdp")
+    for block in dump.run_data:
+        block.allocators = [a for a in block.allocators if not a.startswith(FINGERPRINT_EVENT)]
+    stripped = tmp_path / "stripped.etdp"
+    write_etdump(stripped, dump)
+    out = tmp_path / "analysis"
+    out.mkdir()
+    run_analyze(AnalyzeConfig(), stripped, None, run_dir / "etrecord.zip", out)
+    summary = read_summary(out)
+    assert summary["program_identity"]["status"] == "unproven"
+    (unmapped,) = _findings(summary, MapFindingKind.unmapped_identifier)
+    assert unmapped["identifiers"] == [2]
+    assert ANOTHER_PROGRAM not in (out / "summary.json").read_text()

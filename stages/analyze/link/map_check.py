@@ -107,6 +107,10 @@ def _executed_in_capture(dump: ETDumpData, index: ProgramIndex) -> set[int]:
     return found
 
 
+def _op_names(index: ProgramIndex, handles: tuple[int, ...]) -> tuple[str, ...]:
+    return tuple(name for h in handles if h in index.handles for name in index.handles[h].op_names)
+
+
 def _unmapped(
     index: ProgramIndex, seen: dict[tuple[int, DelegateIdentifier], bool], uncovered: dict[int, Any]
 ) -> list[MapFinding]:
@@ -129,7 +133,7 @@ def _unmapped(
                 maps[pid].backend_name,
                 tuple(idents),
                 candidates,
-                (),
+                _op_names(index, candidates),
                 f"the runtime logged identifier(s) {idents} under partition {pid}'s delegate "
                 "call, but its map has no such entry: their events are kept (timings, under "
                 "the delegate call) and their outputs are not compared"
@@ -161,7 +165,7 @@ def _silent(
             m.backend_name,
             tuple(m.debug_handle_map),
             m.delegated_handles,
-            (),
+            _op_names(index, m.delegated_handles),
             f"partition {pid} ({m.backend_name}) logged no intermediate outputs although the run "
             "logged them (runtime.debug_level=intermediate_outputs): it is compared as a whole, "
             "from its delegate call's outputs, and a divergence in it cannot be narrowed further",

@@ -125,6 +125,7 @@ def test_missing_entry_is_analysed_not_called_another_program(run_tiny: RunTiny)
     (unmapped,) = _findings(summary, MapFindingKind.unmapped_identifier)
     assert unmapped["partition_id"] == 0 and unmapped["identifiers"] == [2]
     assert unmapped["debug_handles"] == [handles["linear_2"]]  # what no identifier covers
+    assert unmapped["ops"] == ["linear_2"]
     assert unmapped["stage"] == "analyze" and unmapped["severity"] == "error"
     _no_other_program(run_dir)
     # Events and timings of the unmapped kernel are kept, under its delegate call.

@@ -316,8 +316,9 @@ def _partition_outputs(
             continue
         for node, value in zip(outputs, values, strict=True):
             ref = env.get(node)
-            tensors = isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor)
-            if tensors and tuple(ref.shape) == tuple(value.shape):
+            if not (isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor)):
+                continue
+            if tuple(ref.shape) == tuple(value.shape):
                 subst[node] = _like(value, ref)
     return subst
 

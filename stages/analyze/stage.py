@@ -50,7 +50,7 @@ from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_re
 from stages.analyze.report.trace_export import build_trace, write_trace
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
-from stages.formats.delegate_map_findings import MAP_CHECK_KEY
+from stages.formats.delegate_map_findings import ERROR, MAP_CHECK_KEY
 from stages.formats.paused_gc import paused_gc
 
 TOP_OPS_SVG = "top_ops_p50.svg"
@@ -166,6 +166,12 @@ def _metrics(summary: dict[str, Any], verdict: Verdict, gap_seconds: float) -> d
         "diverged_outputs": float(verdict.diverged_rows),
         "partitions": float(summary["partitions"]),
         "numeric_gap_seconds": gap_seconds,
+        "delegate_map_errors": float(
+            sum(f["severity"] == ERROR for f in summary.get(MAP_CHECK_KEY, []))
+        ),
+        "delegate_map_warnings": float(
+            sum(f["severity"] != ERROR for f in summary.get(MAP_CHECK_KEY, []))
+        ),
     }
     first = summary["first_divergence"] or {}
     optional = {

@@ -228,7 +228,10 @@ def test_unmapped_identifier_without_fingerprint_is_not_another_program(
     write_etdump(stripped, dump)
     out = tmp_path / "analysis"
     out.mkdir()
-    run_analyze(AnalyzeConfig(), stripped, None, run_dir / "etrecord.zip", out)
+    result = run_analyze(AnalyzeConfig(), stripped, None, run_dir / "etrecord.zip", out)
+    # uncovered_handles (lower) and unmapped_identifier (analyze), both errors
+    assert result.metrics["delegate_map_errors"] == 2.0
+    assert result.metrics["delegate_map_warnings"] == 0.0
     summary = read_summary(out)
     assert summary["program_identity"]["status"] == "unproven"
     (unmapped,) = _findings(summary, MapFindingKind.unmapped_identifier)

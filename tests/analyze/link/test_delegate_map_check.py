@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from stages.analyze.config import AnalyzeConfig
+from stages.analyze.report.terminal_report import format_terminal_report
 from stages.analyze.stage import run_analyze
 from stages.formats.closed_sets import MapFindingKind
 from stages.formats.etdump import read_etdump, write_etdump
@@ -76,6 +77,9 @@ def test_empty_map_still_catches_a_wrong_kernel(run_tiny: RunTiny) -> None:
     assert first["narrowed"] is False and "could not be narrowed further" in first["note"]
     assert any("inside partition 0" in n["what"] for n in summary["not_evaluated"])
     assert summary["delegate_map_check"] == clean["delegate_map_check"]
+    terminal = format_terminal_report(run_dir / "summary.json")
+    assert "could not be narrowed further" in terminal
+    assert "delegate map check: empty_map (error)" in terminal
     _no_other_program(run_dir)
 
 

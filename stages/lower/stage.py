@@ -25,6 +25,12 @@ from stages.backends.backend_api import (
 )
 from stages.formats.artifacts import ArtifactName
 from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.formats.delegate_map_findings import (
+    ERROR,
+    MAP_CHECK_KEY,
+    MapFinding,
+    summary_line,
+)
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import load_exported_program
@@ -49,6 +55,7 @@ from stages.lower.fault_target import (
     operator_nodes,
     resolve_fault_node,
 )
+from stages.lower.map_check import MapShapeError, check_maps
 from stages.lower.partitioner import (
     PartitionResult,
     constant_tensors,
@@ -182,6 +189,29 @@ class _Partitioned:
     graphs: list[PartitionGraph]
     preprocessed: dict[int, PreprocessResult]
     specs: dict[str, Any]
+    map_findings: list[MapFinding] = field(default_factory=list)
+
+
+def _check_maps(
+    backend: BackendConfig,
+    graphs: list[PartitionGraph],
+    preprocessed: dict[int, PreprocessResult],
+) -> list[MapFinding]:
+    """The map check of every partition, logged in one line (details in lowering.json)."""
+    maps = {pid: result.debug_handle_map for pid, result in preprocessed.items()}
+    try:
+        findings = check_maps(backend.name, graphs, maps)
+    except MapShapeError as exc:
+        raise LoweringError(f"{exc} (backend._target_={backend._target_})") from exc
+    if findings:
+        level = logging.ERROR if any(f.severity == ERROR for f in findings) else logging.WARNING
+        log.log(
+            level,
+            "[lower] delegate map check: %s; details in %s",
+            summary_line(findings),
+            ArtifactName.LOWERING_REPORT,
+        )
+    return findings
 
 
 def _partition(
@@ -201,7 +231,8 @@ def _partition(
     ]
     specs = dict(backend.compile_specs)
     preprocessed = {g.partition_id: instance.preprocess(g, specs) for g in graphs}
-    return _Partitioned(instance, result, constants, graphs, preprocessed, specs)
+    findings = _check_maps(backend, graphs, preprocessed)
+    return _Partitioned(instance, result, constants, graphs, preprocessed, specs, findings)
 
 
 def _save_program(
@@ -287,6 +318,7 @@ def _lowering_report(
         },
         "instruction_debug_handles": instruction_debug_handles(lowered.main),
         "rejected_ops": [r.__dict__ for r in parts.result.rejected],
+        MAP_CHECK_KEY: [f.record() for f in parts.map_findings],
     }
 
 
@@ -318,6 +350,8 @@ def _lower_metrics(
         "lowering_seconds": lowering_seconds,
         "load_exported_seconds": load_seconds,
         "fault_injected": 1.0 if fault else 0.0,
+        "delegate_map_errors": float(sum(f.severity == ERROR for f in parts.map_findings)),
+        "delegate_map_warnings": float(sum(f.severity != ERROR for f in parts.map_findings)),
     }
 
 

@@ -124,12 +124,14 @@ class BackendDetails(ABC):
 
 
 BackendFactory = Callable[..., BackendDetails]
-_REGISTRY = REGISTERED_BACKENDS
+# Users' backends met in this process (name -> absolute target), so the run stage finds a
+# backend by the name lower recorded; the built-in table itself is never changed.
+_USER_BACKENDS: dict[str, str] = {}
 
 
 def register_backend(name: str, target: str) -> None:
     """Make `backend=name` (and the runtime's lookup by name) resolve to `target`."""
-    _REGISTRY[name] = target
+    _USER_BACKENDS[name] = target
 
 
 def _checked_class(found: Any, target: str) -> type[BackendDetails]:
@@ -162,15 +164,16 @@ def _checked_class(found: Any, target: str) -> type[BackendDetails]:
 def backend_class(name: str, target: str | None = None) -> type[BackendDetails]:
     """The backend class for a registered name, or for a user's `_target_` (a dotted path, or
     a file form `FILE.py:Class`, relative paths from the working directory)."""
-    dotted = target or _REGISTRY.get(name)
+    dotted = target or REGISTERED_BACKENDS.get(name) or _USER_BACKENDS.get(name)
     if dotted is None:
+        known = sorted({*REGISTERED_BACKENDS, *_USER_BACKENDS})
         raise BackendError(
-            f"backend '{name}' is not registered; known: {sorted(_REGISTRY)} (or set backend._target_)"
+            f"backend '{name}' is not registered; known: {known} (or set backend._target_)"
         )
     found = import_target(dotted, "backend._target_", Path.cwd(), BackendError, reuse=True)
     cls = _checked_class(found, dotted)
-    if target and name not in _REGISTRY:
-        _REGISTRY[name] = absolute_target(dotted, Path.cwd())
+    if target and name not in REGISTERED_BACKENDS:
+        _USER_BACKENDS[name] = absolute_target(dotted, Path.cwd())
     return cls
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
 from pipeline.sweeps.job_failures import failed_jobs
+from pipeline.tracking.client import log_metric_values, tracking_client
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
 from pipeline.tracking.store import artifact_root_for
+from pipeline.tracking.tables import log_csv_table
 
 log = logging.getLogger("pipeline")
 
@@ -66,11 +67,9 @@ class SweepTracking(Callback):
         if not server_reachable(uri):
             log.warning("sweep: tracking server %s unreachable; each job logs locally", uri)
             return
-        from mlflow.tracking import MlflowClient
-
         root = artifact_root_for(uri)
         self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
-        self.client = MlflowClient(tracking_uri=uri)
+        self.client = tracking_client(uri)
         overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
         sweep_dir = str(Path(str(config.hydra.sweep.dir)).resolve())
         run = self.client.create_run(
@@ -120,30 +119,17 @@ class SweepTracking(Callback):
         )
         for path in files:
             self.client.log_artifact(self.parent_id, str(path), "comparison")
-        self._log_tables(files)
+        for path in files:
+            if path.suffix == ".csv":
+                log_csv_table(self.client, self.parent_id, path, f"tables/{path.stem}.json")
         failed_runs = [c for c in children if c.info.status != "FINISHED"]
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        self.client.log_batch(
+        log_metric_values(
+            self.client,
             self.parent_id,
-            metrics=[
-                Metric("sweep.jobs", float(len(children)), now, 0),
-                Metric("sweep.failed_jobs", float(len(failed_runs)), now, 0),
-            ],
+            {"sweep.jobs": len(children), "sweep.failed_jobs": len(failed_runs)},
         )
         status = "FAILED" if failed or failed_runs else "FINISHED"
         self.client.set_terminated(self.parent_id, status=status)
         print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
         print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
         return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
-
-    def _log_tables(self, files: list[Path]) -> None:
-        import pandas as pd
-
-        for path in files:
-            if path.suffix == ".csv":
-                frame = pd.read_csv(path)
-                self.client.log_table(
-                    self.parent_id, data=frame, artifact_file=f"tables/{path.stem}.json"
-                )

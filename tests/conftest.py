@@ -37,7 +37,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "\n  ".join(changed)
         )
         if reporter is not None:
-            reporter.write_line(message, red=True)
+            reporter.write_line("\n" + message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,7 +11,6 @@ from typing import Any, ClassVar
 import torch
 
 from stages.backends.backend_registry import REGISTERED_BACKENDS
-from stages.dotted_import import import_dotted
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.tracer_protocol import EventTracerProtocol
 
@@ -101,11 +101,6 @@ BackendFactory = Callable[..., BackendDetails]
 _REGISTRY = REGISTERED_BACKENDS
 
 
-def register_backend(name: str, target: str) -> None:
-    """Make `backend=name` (and the runtime's lookup by name) resolve to `target`."""
-    _REGISTRY[name] = target
-
-
 def backend_class(name: str, target: str | None = None) -> type[BackendDetails]:
     """The backend class for a registered name, or for a user's `_target_`."""
     dotted = target or _REGISTRY.get(name)
@@ -114,8 +109,8 @@ def backend_class(name: str, target: str | None = None) -> type[BackendDetails]:
             f"backend '{name}' is not registered; known: {sorted(_REGISTRY)} (or set backend._target_)"
         )
     try:
-        cls = import_dotted(dotted)
-    except (ImportError, AttributeError) as exc:
+        cls = pkgutil.resolve_name(dotted)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise BackendError(f"backend._target_={dotted!r} cannot be imported ({exc})") from exc
     if not (isinstance(cls, type) and issubclass(cls, BackendDetails)):
         raise BackendError(f"backend._target_={dotted!r} is not a BackendDetails subclass")

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import pkgutil
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-from stages.dotted_import import import_dotted
 
 FILE_TARGET_SEPARATOR = ":"
 _MODULE_PREFIX = "delegate_debugger_user_model_"
@@ -105,8 +104,8 @@ def import_target(target: str, option: str, base_dir: Path) -> Any:
             "nor a file form like './my_model.py:make'"
         )
     try:
-        return import_dotted(target)
-    except (ImportError, AttributeError) as exc:
+        return pkgutil.resolve_name(target)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise ModelConfigError(f"{option}={target!r}: cannot import it ({exc})") from exc
     except Exception as exc:  # the user's module raised while it was imported
         raise ModelConfigError(

@@ -7,7 +7,6 @@ store gets them uploaded.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import subprocess
@@ -19,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pipeline.cache.file_lock import file_lock
 from pipeline.cache.fingerprint import flatten_config
 from pipeline.cache.hard_links import link_or_copy
 from pipeline.tracking.dependency_logs import quiet_dependency_logs
@@ -112,13 +112,8 @@ def store_lock(uri: str) -> Iterator[None]:
     if db_path is None:
         yield
         return
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    with Path(f"{db_path}.lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with file_lock(Path(f"{db_path}.lock")):
+        yield
 
 
 def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = None) -> str:

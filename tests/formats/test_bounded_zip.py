@@ -46,7 +46,9 @@ def test_a_local_header_naming_another_file_is_refused() -> None:
     data = data.replace(b"graph.json", b"graph.jsoN", 1)
     with (
         BoundedZip(data, "test.zip") as archive,
-        pytest.raises(ZipLimitError, match=r"test.zip member graph.json is corrupt \(File name in directory"),
+        pytest.raises(
+            ZipLimitError, match=r"test.zip member graph.json is corrupt \(File name in directory"
+        ),
     ):
         archive.read("graph.json")
 

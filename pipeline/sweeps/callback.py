@@ -96,7 +96,7 @@ class SweepTracking(Callback):
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
         if self.client is not None and self.parent_id is not None:
-            failed_runs = self._finish_parent(sweep_dir, failed=bool(failed))
+            failed_runs = self._finish_parent(self.parent_id, sweep_dir, failed=bool(failed))
             failed = failed or failed_runs
         else:
             jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
@@ -104,11 +104,11 @@ class SweepTracking(Callback):
         if failed:
             raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}")
 
-    def _finish_parent(self, sweep_dir: Path, failed: bool) -> list[str]:
+    def _finish_parent(self, parent_id: str, sweep_dir: Path, failed: bool) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the
         model/backend of each failed child run."""
         children = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}'"
+            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'"
         )
         out_dir = sweep_dir / "comparison"
         from pipeline.sweeps.comparison import compare_runs  # torch: only when a sweep ends
@@ -118,18 +118,18 @@ class SweepTracking(Callback):
             [comparison.plot] if comparison.plot else []
         )
         for path in files:
-            self.client.log_artifact(self.parent_id, str(path), "comparison")
+            self.client.log_artifact(parent_id, str(path), "comparison")
         for path in files:
             if path.suffix == ".csv":
-                log_csv_table(self.client, self.parent_id, path, f"tables/{path.stem}.json")
+                log_csv_table(self.client, parent_id, path, f"tables/{path.stem}.json")
         failed_runs = [c for c in children if c.info.status != "FINISHED"]
         log_metric_values(
             self.client,
-            self.parent_id,
+            parent_id,
             {"sweep.jobs": len(children), "sweep.failed_jobs": len(failed_runs)},
         )
         status = "FAILED" if failed or failed_runs else "FINISHED"
-        self.client.set_terminated(self.parent_id, status=status)
+        self.client.set_terminated(parent_id, status=status)
         print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
-        print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
+        print(f"comparison: {out_dir}\nparent MLflow run: {parent_id}", flush=True)
         return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]

@@ -28,13 +28,6 @@ ACCUMULATED_COLOR = "#3b7dd8"
 LOCAL_COLOR = "#2ca25f"
 MARKER_COLOR = "#d62728"
 MAX_LABEL = 60  # characters of an op name shown beside its bar
-# Same bytes for the same data: no date in the metadata, fixed ids.
-_SVG_STYLE = {
-    "svg.fonttype": "none",
-    "svg.hashsalt": "delegate-debugger",
-    "text.parse_math": False,
-    "font.size": 9.0,
-}
 
 
 @dataclass(frozen=True)
@@ -52,7 +45,15 @@ def _figure(width_in: float, height_in: float) -> Iterator[Figure]:
     import matplotlib
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context(_SVG_STYLE):
+    # Text as text, no mathtext, fixed ids (with no date in the metadata: same bytes, same data).
+    with matplotlib.rc_context(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": "delegate-debugger",
+            "text.parse_math": False,
+            "font.size": 9.0,
+        }
+    ):
         yield Figure(figsize=(width_in, height_in), layout="constrained")
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import pkgutil
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-from stages.dotted_import import import_dotted
 
 FILE_TARGET_SEPARATOR = ":"
 _MODULE_PREFIX = "delegate_debugger_user_model_"
@@ -121,7 +120,7 @@ def import_target(
             "nor a file form like './my_file.py:Name'"
         )
     try:
-        return import_dotted(target)
+        return pkgutil.resolve_name(target)
     except (ImportError, AttributeError) as exc:
         raise error(f"{option}={target!r}: cannot import it ({exc})") from exc
     except Exception as exc:  # the user's module raised while it was imported

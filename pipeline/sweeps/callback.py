@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
 from pipeline.sweeps.job_failures import failed_jobs
+from pipeline.tracking.client import log_metric_values, tracking_client
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
 from pipeline.tracking.store import artifact_root_for
+from pipeline.tracking.tables import log_csv_table
 
 log = logging.getLogger("pipeline")
 
@@ -66,11 +67,9 @@ class SweepTracking(Callback):
         if not server_reachable(uri):
             log.warning("sweep: tracking server %s unreachable; each job logs locally", uri)
             return
-        from mlflow.tracking import MlflowClient
-
         root = artifact_root_for(uri)
         self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
-        self.client = MlflowClient(tracking_uri=uri)
+        self.client = tracking_client(uri)
         overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
         sweep_dir = str(Path(str(config.hydra.sweep.dir)).resolve())
         run = self.client.create_run(
@@ -97,7 +96,7 @@ class SweepTracking(Callback):
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
         if self.client is not None and self.parent_id is not None:
-            failed_runs = self._finish_parent(sweep_dir, failed=bool(failed))
+            failed_runs = self._finish_parent(self.parent_id, sweep_dir, failed=bool(failed))
             failed = failed or failed_runs
         else:
             self._compare_job_dirs(sweep_dir, len(failed))
@@ -116,11 +115,11 @@ class SweepTracking(Callback):
         print(f"\n== sweep: {len(sources)} jobs, {failed} failed (not tracked) ==")
         print(f"{comparison.text}\ncomparison: {out_dir}", flush=True)
 
-    def _finish_parent(self, sweep_dir: Path, failed: bool) -> list[str]:
+    def _finish_parent(self, parent_id: str, sweep_dir: Path, failed: bool) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the
         model/backend of each failed child run."""
         children = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}'"
+            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'"
         )
         out_dir = sweep_dir / "comparison"
         from pipeline.sweeps.comparison import compare_runs  # torch: only when a sweep ends
@@ -130,31 +129,18 @@ class SweepTracking(Callback):
             [comparison.plot] if comparison.plot else []
         )
         for path in files:
-            self.client.log_artifact(self.parent_id, str(path), "comparison")
-        self._log_tables(files)
-        failed_runs = [c for c in children if c.info.status != "FINISHED"]
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        self.client.log_batch(
-            self.parent_id,
-            metrics=[
-                Metric("sweep.jobs", float(len(children)), now, 0),
-                Metric("sweep.failed_jobs", float(len(failed_runs)), now, 0),
-            ],
-        )
-        status = "FAILED" if failed or failed_runs else "FINISHED"
-        self.client.set_terminated(self.parent_id, status=status)
-        print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
-        print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
-        return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
-
-    def _log_tables(self, files: list[Path]) -> None:
-        import pandas as pd
-
+            self.client.log_artifact(parent_id, str(path), "comparison")
         for path in files:
             if path.suffix == ".csv":
-                frame = pd.read_csv(path)
-                self.client.log_table(
-                    self.parent_id, data=frame, artifact_file=f"tables/{path.stem}.json"
-                )
+                log_csv_table(self.client, parent_id, path, f"tables/{path.stem}.json")
+        failed_runs = [c for c in children if c.info.status != "FINISHED"]
+        log_metric_values(
+            self.client,
+            parent_id,
+            {"sweep.jobs": len(children), "sweep.failed_jobs": len(failed_runs)},
+        )
+        status = "FAILED" if failed or failed_runs else "FINISHED"
+        self.client.set_terminated(parent_id, status=status)
+        print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
+        print(f"comparison: {out_dir}\nparent MLflow run: {parent_id}", flush=True)
+        return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]

@@ -149,8 +149,7 @@ def _plot(path: Path, rows: list[RunRow]) -> Path | None:
     ]
     if not points:
         return None
-    from stages.analyze.report.plots import plot_points
-    from stages.analyze.report.svg_charts import Point
+    from stages.analyze.report.plots import Point, plot_points
 
     metrics = ", ".join(sorted({r.gap_metric or "?" for r, _, _ in points}))
     plot_points(

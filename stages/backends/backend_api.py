@@ -129,11 +129,6 @@ BackendFactory = Callable[..., BackendDetails]
 _USER_BACKENDS: dict[str, str] = {}
 
 
-def register_backend(name: str, target: str) -> None:
-    """Make `backend=name` (and the runtime's lookup by name) resolve to `target`."""
-    _USER_BACKENDS[name] = target
-
-
 def _checked_class(found: Any, target: str) -> type[BackendDetails]:
     """`found` as a backend class whose `name` may label a run; BackendError otherwise."""
     if not (isinstance(found, type) and issubclass(found, BackendDetails)):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from stages.backends.backend_api import (
     backend_class,
 )
 from stages.formats.artifacts import ArtifactName
+from stages.formats.atomic_write import write_text_atomic
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.delegate_map_findings import (
     ERROR,
@@ -170,9 +170,7 @@ def instruction_debug_handles(sub: SubProgram) -> dict[str, int]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, default=str))
 
 
 def _same_file(a: Path, b: Path) -> bool:

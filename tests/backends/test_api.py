@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import ast
+import pkgutil
 
 import pytest
 
 import stages.backends.api as api
 from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES, REGISTERED_BACKENDS
-from stages.dotted_import import import_dotted
 from tests.helpers.cli_runner import REPO
 
 EXAMPLE = REPO / "docs" / "examples" / "npu_backend.py"
@@ -42,4 +42,4 @@ def test_the_example_backend_imports_only_the_public_module() -> None:
 
 @pytest.mark.parametrize("target", sorted(REGISTERED_BACKENDS.values()))
 def test_builtin_names_are_the_classes_own(target: str) -> None:
-    assert BUILTIN_BACKEND_NAMES[target] == import_dotted(target).name
+    assert BUILTIN_BACKEND_NAMES[target] == pkgutil.resolve_name(target).name

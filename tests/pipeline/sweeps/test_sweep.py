@@ -12,6 +12,10 @@ from mlflow.tracking import MlflowClient
 
 from tests.helpers.cli_runner import run_module
 
+# Each test runs a whole multi-job sweep in subprocesses: over pytest's 120 s default on a loaded
+# 2-core machine (130 s measured at load average 11).
+pytestmark = pytest.mark.timeout(300)
+
 
 def sweep(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_module("pipeline", "-m", *args, f"hydra.sweep.dir={cwd / 'sweep'}", cwd=cwd)

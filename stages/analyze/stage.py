@@ -26,6 +26,8 @@ from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fau
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.metadata_parsers import resolve_parser
+from stages.analyze.link.xnnpack_recovery import RecoveryReport, needs_recovery, recover_links
+from stages.analyze.link.xnnpack_graphs import load_xnnpack_graphs
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,
@@ -182,16 +184,33 @@ class _Linked:
     identity: Any
     program: ExportedProgram | None
     parser: Any
+    recovery: RecoveryReport | None = None
+
+
+def _recover(
+    index: ProgramIndex, inputs: AnalysisInputs, etrecord: Path | None, pte: Path | None
+) -> tuple[ProgramIndex, RecoveryReport | None]:
+    """XNNPACK kernel links from the serialized graphs, for calls whose delegate left no map."""
+    wanted = needs_recovery(index)
+    if not wanted:
+        return index, None
+    graphs, source = load_xnnpack_graphs(index, etrecord, pte, wanted)
+    return recover_links(index, inputs.etdump, graphs, source)
 
 
 def _load_and_link(
-    cfg: AnalyzeConfig, etdump: Path, debug_buffer: Path | None, etrecord: Path | None
+    cfg: AnalyzeConfig,
+    etdump: Path,
+    debug_buffer: Path | None,
+    etrecord: Path | None,
+    pte: Path | None = None,
 ) -> _Linked:
     """Load the files, refuse a foreign pairing, and prove (or check) program identity."""
     inputs = load_inputs(etdump, debug_buffer, etrecord)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
+    index, recovery = _recover(index, inputs, etrecord, pte)
     files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
     identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files)
     program = None
@@ -203,7 +222,7 @@ def _load_and_link(
         index.backend,
         record.lowering_info.get("backend_target") if record is not None else None,
     )
-    return _Linked(inputs, index, identity, program, parser)
+    return _Linked(inputs, index, identity, program, parser, recovery)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -290,12 +309,13 @@ def run_analyze(
     debug_buffer: Path | None,
     etrecord: Path | None,
     run_dir: Path,
+    pte: Path | None = None,
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
     started = time.perf_counter()
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     gap_comparator = metric_comparator(comparators, cfg.gap_metric)
-    linked = _load_and_link(cfg, etdump, debug_buffer, etrecord)
+    linked = _load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     inputs, index, record = linked.inputs, linked.index, linked.inputs.etrecord
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
 
@@ -324,6 +344,8 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = linked.identity.record()
+    if linked.recovery is not None:
+        summary["xnnpack_recovery"] = linked.recovery.record()
     summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
     summary["control_flow"] = [f.record() for f in flows]
     summary["warnings"] = _fault_warnings(record, flows, linked.program)

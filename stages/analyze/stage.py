@@ -26,13 +26,18 @@ from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fau
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.metadata_parsers import resolve_parser
-from stages.analyze.link.xnnpack_recovery import RecoveryReport, needs_recovery, recover_links
-from stages.analyze.link.xnnpack_graphs import load_xnnpack_graphs
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,
     check_logged_outputs,
     prove_identity,
+)
+from stages.analyze.link.xnnpack_graphs import load_xnnpack_graphs
+from stages.analyze.link.xnnpack_recovery import (
+    RecoveryReport,
+    link_source_counts,
+    needs_recovery,
+    recover_links,
 )
 from stages.analyze.load.loading import AnalysisInputs, load_inputs
 from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outputs
@@ -195,7 +200,9 @@ def _recover(
     if not wanted:
         return index, None
     graphs, source = load_xnnpack_graphs(index, etrecord, pte, wanted)
-    return recover_links(index, inputs.etdump, graphs, source)
+    record = inputs.etrecord
+    program = record.exported_program() if record is not None and graphs else None
+    return recover_links(index, inputs.etdump, graphs, source, program)
 
 
 def _load_and_link(
@@ -344,6 +351,7 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = linked.identity.record()
+    summary["link_sources"] = link_source_counts(events)
     if linked.recovery is not None:
         summary["xnnpack_recovery"] = linked.recovery.record()
     summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])

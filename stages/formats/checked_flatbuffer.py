@@ -32,7 +32,9 @@ class CheckedBuffer:
 
     def need(self, pos: int, length: int, what: str) -> None:
         if pos < 0 or length < 0 or pos + length > self.size:
-            raise self.fail(f"{what} at {pos} (+{length} bytes) lies outside the {self.size}-byte buffer")
+            raise self.fail(
+                f"{what} at {pos} (+{length} bytes) lies outside the {self.size}-byte buffer"
+            )
 
     def root(self, offset: int = 0) -> CheckedTable:
         """The root table of a flatbuffer starting at `offset` (its uoffset comes first)."""

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 
-
 # Where a delegate's identifier map comes from: the backend itself, or recovered by the
 # analysis from the delegate's serialized graph (stages.analyze.link.xnnpack_recovery).
 OWN_MAP = "map"

@@ -36,7 +36,9 @@ class DelegatePayload:
     processed: bytes
 
 
-def read_delegate_payloads(data: bytes, where: str, method: str = "forward") -> list[DelegatePayload]:
+def read_delegate_payloads(
+    data: bytes, where: str, method: str = "forward"
+) -> list[DelegatePayload]:
     """Every delegate call of `method` (chain 0, as ExecuTorch numbers instructions) in order."""
     if not is_executorch_program(data[:8]):
         raise ExecuTorchProgramError(
@@ -63,7 +65,9 @@ def read_delegate_payloads(data: bytes, where: str, method: str = "forward") -> 
             )
         delegate = delegates[index]
         found.append(
-            DelegatePayload(instruction_id, delegate.string(0), _processed(buffer, program, delegate))
+            DelegatePayload(
+                instruction_id, delegate.string(0), _processed(buffer, program, delegate)
+            )
         )
     return found
 

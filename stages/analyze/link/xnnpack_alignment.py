@@ -32,7 +32,8 @@ KERNEL_FAMILIES: dict[str, tuple[frozenset[str], tuple[int, int]]] = {
     "XNNPReLU": (frozenset({"prelu"}), _1),
     "XNNFullyConnected": (frozenset({"fullyconnected", "dynamicfullyconnected"}), _1),
     "XNNBatchMatrixMultiply": (frozenset({"batchmatrixmultiply"}), _1),
-    "XNNConv2d": (frozenset({"convolution"}), _1),
+    # XNNPACK runs a pointwise (1x1, stride 1, unpadded) convolution as a fully-connected GEMM.
+    "XNNConv2d": (frozenset({"convolution", "fullyconnected"}), _1),
     "XNNDepthwiseConv2d": (frozenset({"convolution"}), _1),
     "XNNConvTranspose2d": (frozenset({"deconvolution"}), _1),
     "XNNSoftmax": (frozenset({"softmax"}), _1),
@@ -144,8 +145,11 @@ def align(nodes: Sequence[XNode], identifiers: Sequence[str]) -> tuple[list[Plac
     for i, node in enumerate(nodes):
         for j, count in ways[i].items():
             for k in _counts(node):
-                if k and count and rest[i + 1].get(j + k, 0) and all(
-                    _fits(node, f) for f in families[j : j + k]
+                if (
+                    k
+                    and count
+                    and rest[i + 1].get(j + k, 0)
+                    and all(_fits(node, f) for f in families[j : j + k])
                 ):
                     runs_none[i] = False
                     for position in range(j, j + k):

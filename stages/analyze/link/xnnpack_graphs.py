@@ -58,7 +58,9 @@ def load_xnnpack_graphs(
 def _from_etrecord(etrecord: Path, instructions: list[int]) -> dict[int, bytes]:
     """Lowered modules in graph order are the delegate calls in instruction order."""
     try:
-        modules = lowered_modules(BoundedZip(etrecord, f"analyze.etrecord={etrecord}"), str(etrecord))
+        modules = lowered_modules(
+            BoundedZip(etrecord, f"analyze.etrecord={etrecord}"), str(etrecord)
+        )
     except (ETRecordError, UnsafePayloadError, OSError):
         return {}  # the ETRecord loader has already said what is wrong with it
     xnnpack = [m.processed for m in modules if m.backend_id == XNNPACK_BACKEND]
@@ -84,9 +86,7 @@ def _graphs(
 
 def _check_handles(index: ProgramIndex, instruction: int, graph: XnnpackGraph, what: str) -> None:
     known = set(index.delegate_instructions[instruction].delegated_handles) or set(index.handles)
-    foreign = sorted(
-        {n.debug_handle for n in graph.nodes} - known - NO_ORIGIN_HANDLES
-    )
+    foreign = sorted({n.debug_handle for n in graph.nodes} - known - NO_ORIGIN_HANDLES)
     if known and foreign:
         raise AnalyzeInputError(
             f"{what}: its XNodes name debug handles {foreign[:5]} that the ETRecord does not give "

@@ -15,8 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from stages.analyze.link.linking import ProgramIndex, identifier_of
 from stages.analyze.link.xnnpack_alignment import FUSES_INTO, Placement, align
+from stages.analyze.link.xnnpack_folds import folded_handles
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump import ETDumpData
 from stages.formats.etrecord_types import RECOVERED_MAP, DelegateMapRecord
@@ -62,6 +65,15 @@ class RecoveryReport:
         }
 
 
+def link_source_counts(events: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Events per `link_source` (map / recovered / none), for summary.json."""
+    counts: dict[str, int] = {}
+    for event in events:
+        source = str(event.get("link_source", "none"))
+        counts[source] = counts.get(source, 0) + 1
+    return counts
+
+
 def needs_recovery(index: ProgramIndex) -> list[int]:
     """Delegate instructions of XNNPACK partitions whose backend emitted no map of its own."""
     return sorted(
@@ -98,9 +110,14 @@ def kernel_sequences(dump: ETDumpData, instructions: Iterable[int]) -> dict[int,
 
 
 def recover_links(
-    index: ProgramIndex, dump: ETDumpData, graphs: dict[int, XnnpackGraph], source: str
+    index: ProgramIndex,
+    dump: ETDumpData,
+    graphs: dict[int, XnnpackGraph],
+    source: str,
+    program: torch.export.ExportedProgram | None = None,
 ) -> tuple[ProgramIndex, RecoveryReport]:
-    """The index with recovered identifier maps for every XNNPACK call that lacks its own."""
+    """The index with recovered identifier maps for every XNNPACK call that lacks its own;
+    with the reference `program`, ops folded into an XNode at lowering join its kernels."""
     report = RecoveryReport(graph_source=source)
     for instruction, record in index.delegate_instructions.items():
         if record.backend_name == XNNPACK_BACKEND and record.debug_handle_map:
@@ -128,7 +145,10 @@ def recover_links(
             report.unlinked += [UnlinkedKernel(instruction, k, why) for k in kernels]
             continue
         assert graph is not None
-        mapping, unlinked = _recover_call(graph, calls[0], _known(index, record), instruction)
+        folds = folded_handles(program, graph, record.delegated_handles) if program else {}
+        mapping, unlinked = _recover_call(
+            graph, calls[0], _known(index, record), instruction, folds
+        )
         report.linked += len(mapping)
         report.unlinked += unlinked
         report.partitions[instruction] = f"recovered {len(mapping)} of {len(calls[0])} kernels"
@@ -144,7 +164,11 @@ def _known(index: ProgramIndex, record: DelegateMapRecord) -> set[DebugHandle]:
 
 
 def _recover_call(
-    graph: XnnpackGraph, identifiers: list[str], known: set[DebugHandle], instruction: int
+    graph: XnnpackGraph,
+    identifiers: list[str],
+    known: set[DebugHandle],
+    instruction: int,
+    folds: dict[int, tuple[DebugHandle, ...]],
 ) -> tuple[dict[DelegateIdentifier, tuple[DebugHandle, ...]], list[UnlinkedKernel]]:
     """identifier → handles for the kernels placed with certainty; the others with reasons."""
     nodes = graph.nodes
@@ -158,7 +182,7 @@ def _recover_call(
             mapping[name] = handles
         else:
             unlinked.append(UnlinkedKernel(instruction, name, why))
-    _add_fused(mapping, identifiers, placements, runs_none, graph, handle_of)
+    _add_fused(mapping, identifiers, placements, runs_none, graph, handle_of, folds)
     return mapping, unlinked
 
 
@@ -171,7 +195,10 @@ def _handles_of(
     if None in found:
         kinds = ", ".join(sorted({graph.nodes[i].kind for i in placement.nodes}))
         if found == {None}:
-            return (), f"stands for XNodes no op of the model carries ({kinds}, inserted by ExecuTorch)"
+            return (
+                (),
+                f"stands for XNodes no op of the model carries ({kinds}, inserted by ExecuTorch)",
+            )
         return (), f"could be one of XNodes {list(placement.nodes)} ({kinds}), not all of an op"
     if len(found) > 1:
         return (), f"could be one of XNodes {list(placement.nodes)} of different ops"
@@ -185,12 +212,17 @@ def _add_fused(
     runs_none: list[bool],
     graph: XnnpackGraph,
     handle_of: dict[int, int],
+    folds: dict[int, tuple[DebugHandle, ...]],
 ) -> None:
-    """Nodes XNNPACK ran inside a neighbour (a clamp in its producer) join its kernels' ops."""
+    """Nodes XNNPACK ran inside a neighbour (a clamp in its producer), and ops ExecuTorch
+    folded into an XNode at lowering, join the kernels of the node that computes them."""
     kernels_of: dict[int, list[str]] = {}
     for name, placement in zip(identifiers, placements, strict=True):
         if len(placement.nodes) == 1 and name in mapping:
             kernels_of.setdefault(placement.nodes[0], []).append(name)
+    for position, handles in folds.items():
+        for name in kernels_of.get(position, []):
+            mapping[name] = tuple(sorted({*mapping[name], *handles}))
     for node in graph.nodes:
         side = FUSES_INTO.get(node.kind)
         if side is None or not runs_none[node.position] or node.position not in handle_of:
@@ -216,6 +248,8 @@ def _with_maps(index: ProgramIndex, replaced: dict[int, DelegateMapRecord]) -> P
     by_partition = {r.partition_id: r for r in replaced.values()}
     return dataclasses.replace(
         index,
-        delegate_instructions={i: replaced.get(i, r) for i, r in index.delegate_instructions.items()},
+        delegate_instructions={
+            i: replaced.get(i, r) for i, r in index.delegate_instructions.items()
+        },
         maps=tuple(by_partition.get(m.partition_id, m) for m in index.maps),
     )

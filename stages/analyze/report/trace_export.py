@@ -84,6 +84,7 @@ def _instruction(
     found = link_event(index, pe.name, pe.instruction_id, ident)
     ops = ops_of(index, found.debug_handles if found else ())
     label = "+".join(ops["op_names"]) if ops["op_names"] and ident is not None else pe.name
+    label = label or str(ident or "")  # ExecuTorch's XNNPACK names kernels by identifier only
     trace.statics.append(_static(label, pe, found, ops, ident, gaps))
     lane = OPERATOR_LANE
     if ident is not None:

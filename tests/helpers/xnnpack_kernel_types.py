@@ -4,7 +4,8 @@ Independent of the recovery (which matches kernels to XNode kinds, never to ATen
 recovery that placed a kernel on the wrong op fails here. A compute kernel must name ops of its
 own type (plus an activation XNNPACK fused into it); a layout kernel (transpose, reshape, copy)
 must name a layout op, or an op that also has a compute kernel in the same call (ExecuTorch
-decomposes `matmul` into reshapes around a batch matmul, all with matmul's handle).
+decomposes `matmul` into reshapes around a batch matmul, all with matmul's handle); a kernel
+of an op ExecuTorch decomposes (`scaled_dot_product_attention`) must be one of its pieces.
 """
 
 from __future__ import annotations
@@ -67,8 +68,16 @@ LAYOUT_OPS = frozenset(
         "split",
         "chunk",
         "alias",
+        "dropout",  # an identity in eval: ExecuTorch runs it as a copy
     }
 )
+# Ops ExecuTorch decomposes at lowering, and the kernel families their pieces run as.
+COMPOSITE: dict[str, frozenset[str]] = {
+    "scaled_dot_product_attention": frozenset(
+        {"batchmatrixmultiply", "softmax", "add", "multiply", "divide", "transpose"}
+        | {"staticreshape", "copy"}
+    ),
+}
 
 
 def op_base(op_type: str) -> str:
@@ -97,7 +106,9 @@ def disagreements(events: list[dict[str, Any]]) -> list[str]:
             continue
         family = kernel_family(str(e["delegate_debug_identifier"]))
         ops = _ops(e)
-        if family in COMPUTE:
+        if ops and all(family in COMPOSITE.get(op, ()) for op in ops):
+            ok = True
+        elif family in COMPUTE:
             own = COMPUTE[family]
             folded = ACTIVATIONS | (BATCH_NORMS if own & {"conv2d", "convolution"} else set())
             ok = bool(ops & own) and ops <= own | folded

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import random
 from pathlib import Path
 from typing import Any
 
@@ -122,20 +121,14 @@ def test_shuffled_kernel_sequence_stays_unlinked_with_a_reason(
 ) -> None:
     run_dir = executorch_run("vit")
     dump = read_etdump(run_dir / ArtifactName.ETDUMP)
-    rng = random.Random(0)
-    for block in dump.run_data:  # the kernels of each call in another order
-        kernel_slots = [i for i, e in enumerate(block.events) if _is_kernel(e)]
+    for block in dump.run_data:  # each call's kernels in reverse order, in every execution
         by_call: dict[int, list[int]] = {}
-        for i in kernel_slots:
-            pe = block.events[i].profile_event
-            assert pe is not None
-            by_call.setdefault(pe.instruction_id, []).append(i)
+        for i, event in enumerate(block.events):
+            if _is_kernel(event):
+                by_call.setdefault(event.profile_event.instruction_id, []).append(i)  # type: ignore[union-attr]
         for slots in by_call.values():
             names = [block.events[i].profile_event.delegate_debug_id_str for i in slots]  # type: ignore[union-attr]
-            shuffled = names[:]
-            while len(set(names)) > 1 and shuffled == names:
-                rng.shuffle(shuffled)
-            for i, name in zip(slots, shuffled, strict=True):
+            for i, name in zip(slots, reversed(names), strict=True):
                 pe = block.events[i].profile_event
                 block.events[i] = Event(profile_event=pe._replace(delegate_debug_id_str=name))  # type: ignore[union-attr]
     write_etdump(tmp_path / "shuffled.etdp", dump)
@@ -153,7 +146,7 @@ def test_shuffled_kernel_sequence_stays_unlinked_with_a_reason(
     recovery = summary["xnnpack_recovery"]
     assert recovery["unlinked"] > 0
     reasons = " ".join(recovery["unlinked_reasons"])
-    assert "does not match the serialized graph" in reasons or "fit no alignment" in reasons
+    assert "does not match the serialized graph" in reasons
     kernels = _kernel_events(out)
     assert disagreements(kernels) == []  # whatever was still placed is right
 

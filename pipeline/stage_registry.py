@@ -124,7 +124,7 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
         debug_buffer if debug_buffer.is_file() else None,
         etrecord if etrecord.is_file() else None,
         run_dir,
-        pte=pte if pte.is_file() else None,
+        pte=pte if pte.is_file() or cfg.analyze.pte else None,  # a missing analyze.pte: say so
     )
 
 

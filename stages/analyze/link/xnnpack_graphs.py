@@ -39,8 +39,13 @@ def load_xnnpack_graphs(
         payloads = _from_etrecord(etrecord, instructions)
         if payloads:
             return _graphs(index, payloads, wanted, f"analyze.etrecord={etrecord}"), "etrecord"
-    if pte is None or not pte.is_file():
+    if pte is None:
         return {}, ""
+    if not pte.is_file():
+        raise AnalyzeInputError(
+            f"analyze.pte={pte}: no such file; pass the ExecuTorch program (.pte) the ETRecord "
+            "was made with, or analyze.pte=null to leave XNNPACK kernels unlinked"
+        )
     try:
         found = read_delegate_payloads(pte.read_bytes(), f"analyze.pte={pte}")
     except ExecuTorchProgramError as exc:

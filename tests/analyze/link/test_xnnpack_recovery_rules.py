@@ -78,7 +78,7 @@ def test_kernel_sequences_split_calls_and_catch_differing_executions() -> None:
     )
     assert kernel_sequences(ETDumpData(0, [block]), [CALL]) == {CALL: [["A #1", "B #1"]] * 2}
     other = RunData("Execute", events=[_kernel("B #1"), _kernel("A #1"), _call_event()])
-    index, report = recover_links(_index(), ETDumpData(0, [block, other]), {CALL: _graph()}, "pte")
+    _, report = recover_links(_index(), ETDumpData(0, [block, other]), {CALL: _graph()}, "pte")
     assert report.linked == 0
     assert {k.reason for k in report.unlinked} == {
         "the call's kernel sequence differs between executions"

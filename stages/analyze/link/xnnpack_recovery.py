@@ -189,20 +189,19 @@ def _recover_call(
 def _handles_of(
     placement: Placement, handle_of: dict[int, int], graph: XnnpackGraph
 ) -> tuple[tuple[DebugHandle, ...], str]:
+    """The one op handle every candidate XNode carries, or () and why there is none."""
     if not placement.nodes:
         return (), placement.reason or "fits no XNode"
-    found = {handle_of.get(i) for i in placement.nodes}
-    if None in found:
-        kinds = ", ".join(sorted({graph.nodes[i].kind for i in placement.nodes}))
-        if found == {None}:
-            return (
-                (),
-                f"stands for XNodes no op of the model carries ({kinds}, inserted by ExecuTorch)",
-            )
+    kinds = ", ".join(sorted({graph.nodes[i].kind for i in placement.nodes}))
+    found = {handle_of[i] for i in placement.nodes if i in handle_of}
+    carried = sum(1 for i in placement.nodes if i in handle_of)
+    if not found:
+        return (), f"stands for XNodes no op of the model carries ({kinds}, inserted by ExecuTorch)"
+    if carried < len(placement.nodes):
         return (), f"could be one of XNodes {list(placement.nodes)} ({kinds}), not all of an op"
     if len(found) > 1:
         return (), f"could be one of XNodes {list(placement.nodes)} of different ops"
-    return (int(found.pop()),), ""  # type: ignore[arg-type]
+    return (found.pop(),), ""
 
 
 def _add_fused(

@@ -43,7 +43,9 @@ class LoweredFiles:
 
 @pytest.fixture(scope="module")
 def lowered(tmp_path_factory: pytest.TempPathFactory) -> LoweredFiles:
-    pytest.importorskip("executorch.exir", reason="needs the executorch extra: pip install -e '.[executorch]'")
+    pytest.importorskip(
+        "executorch.exir", reason="needs the executorch extra: pip install -e '.[executorch]'"
+    )
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools import generate_etrecord
     from executorch.exir import to_edge

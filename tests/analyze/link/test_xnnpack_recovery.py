@@ -33,11 +33,15 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may be downloaded, even by acciden
 
 @pytest.fixture(autouse=True)
 def _needs_executorch() -> None:
-    pytest.importorskip("executorch.exir", reason="needs the executorch extra: pip install -e '.[executorch]'")
+    pytest.importorskip(
+        "executorch.exir", reason="needs the executorch extra: pip install -e '.[executorch]'"
+    )
 
 
 def _hf_overrides(arch: str) -> list[str]:
-    pytest.importorskip("transformers", reason="needs Hugging Face transformers: pip install -e '.[hf]'")
+    pytest.importorskip(
+        "transformers", reason="needs Hugging Face transformers: pip install -e '.[hf]'"
+    )
     from stages.export.zoo.hf import ARCHITECTURES
 
     return [

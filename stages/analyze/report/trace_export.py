@@ -57,6 +57,7 @@ def _static(
         "instruction_id": pe.instruction_id,
         "debug_handles": list(handles),
         "op_names": ops["op_names"],
+        "link_source": link.link_source if link and handles else "none",
         **({"delegate_debug_identifier": ident} if ident is not None else {}),
         **gaps.get(handles, {}),
     }

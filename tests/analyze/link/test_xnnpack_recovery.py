@@ -110,8 +110,10 @@ def test_kernels_link_to_ops_of_their_own_type(executorch_run: Any, model: str) 
 def test_per_op_latency_reaches_report_trace_and_explorer(executorch_run: Any) -> None:
     run_dir = executorch_run("vit")
     trace = json.loads((run_dir / ArtifactName.TRACE_JSON).read_text())
-    names = {e.get("name") for e in trace["traceEvents"] if e.get("ph") == "X"}
-    assert any("linear" in str(n) for n in names), sorted(map(str, names))[:20]
+    slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    kernels = [s for s in slices if s["args"].get("link_source") == "recovered"]
+    assert any(s["name"] == "linear" for s in kernels), sorted({s["name"] for s in slices})[:20]
+    assert all(s["args"]["delegate_debug_identifier"] for s in kernels)  # in its delegate lane
     overlay = json.loads((run_dir / "explorer_latency.json").read_text())
     latency = overlay["graph"]["results"]
     assert latency.get("linear", {}).get("value", 0) > 0, sorted(latency)[:20]

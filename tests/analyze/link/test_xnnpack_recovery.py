@@ -116,9 +116,9 @@ def test_per_op_latency_reaches_report_trace_and_explorer(executorch_run: Any) -
     assert all(s["args"]["delegate_debug_identifier"] for s in kernels)  # in its delegate lane
     overlay = json.loads((run_dir / "explorer_latency.json").read_text())
     latency = overlay["graph"]["results"]
-    assert latency.get("linear", {}).get("value", 0) > 0, sorted(latency)[:20]
-    # Only ops an event links to get a value; a tiny softmax may take 0 us in XNNPACK's count.
-    assert {"softmax", "gelu", "conv2d"} <= set(latency)
+    # Only ops an event links to get a value; a tiny kernel may take 0 us in XNNPACK's count.
+    assert {"linear", "softmax", "gelu", "conv2d"} <= set(latency), sorted(latency)[:20]
+    assert any(v["value"] > 0 for v in latency.values())
     report = (run_dir / ArtifactName.REPORT_HTML).read_text()
     assert "XNNPACK kernel links" in report and "recovered" in report
 

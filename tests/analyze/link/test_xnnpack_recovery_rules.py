@@ -4,9 +4,14 @@ split per execution, fused clamps join their producer, ambiguous kernels stay un
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+
+import pytest
 
 from stages.analyze.link.linking import ProgramIndex, link_event
+from stages.analyze.link.xnnpack_graphs import load_xnnpack_graphs
 from stages.analyze.link.xnnpack_recovery import kernel_sequences, needs_recovery, recover_links
+from stages.analyze.load.loading import AnalyzeInputError
 from stages.formats.etdump.records import ETDumpData, Event, ProfileEvent, RunData
 from stages.formats.etrecord import HandleInfo
 from stages.formats.etrecord_types import DelegateMapRecord
@@ -83,3 +88,18 @@ def test_kernel_sequences_split_calls_and_catch_differing_executions() -> None:
     assert {k.reason for k in report.unlinked} == {
         "the call's kernel sequence differs between executions"
     }
+
+
+def test_a_missing_pte_is_named_with_what_to_pass(tmp_path: Path) -> None:
+    missing = tmp_path / "model.pte"
+    with pytest.raises(AnalyzeInputError, match=r"analyze\.pte=.*model\.pte: no such file"):
+        load_xnnpack_graphs(_index(), None, missing, [CALL])
+
+
+def test_a_file_that_is_not_a_pte_is_refused_by_name(tmp_path: Path) -> None:
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"PK\x03\x04" + bytes(64))
+    with pytest.raises(
+        AnalyzeInputError, match=r"analyze\.pte=.*other\.bin.*not ExecuTorch's program"
+    ):
+        load_xnnpack_graphs(_index(), None, other, [CALL])

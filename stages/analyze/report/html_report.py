@@ -80,7 +80,20 @@ def _facts(summary: dict[str, Any]) -> dict[str, Any]:
         "ETDump": summary.get("etdump"),
         "ETRecord": summary.get("etrecord"),
         "program identity": (summary.get("program_identity") or {}).get("status"),
+        **_recovery_fact(summary.get("xnnpack_recovery")),
     }
+
+
+def _recovery_fact(recovery: dict[str, Any] | None) -> dict[str, str]:
+    """How many XNNPACK kernels were linked by recovery (never the delegate's own map)."""
+    if not recovery:
+        return {}
+    reasons = "; ".join(f"{n}: {why}" for why, n in recovery.get("unlinked_reasons", {}).items())
+    text = (
+        f"{recovery.get('linked')} of {recovery.get('kernels')} linked to ops, recovered from the "
+        f"serialized XNNPACK graph ({recovery.get('graph_source')}), not the delegate's own map"
+    )
+    return {"XNNPACK kernel links": text + (f"; unlinked: {reasons}" if reasons else "")}
 
 
 def _head(summary: dict[str, Any]) -> list[str]:
@@ -131,6 +144,7 @@ EVENT_COLUMNS = [
     "debug_handles",
     "is_delegated_op",
     "delegate_backend_name",
+    "link_source",
 ]
 
 
@@ -161,7 +175,14 @@ def render_report(
     parts.append(
         _table(
             summary.get("slowest_ops", []),
-            ["event_name", "op_names", "p50", "delegate_backend_name", "delegate_debug_identifier"],
+            [
+                "event_name",
+                "op_names",
+                "p50",
+                "delegate_backend_name",
+                "delegate_debug_identifier",
+                "link_source",
+            ],
         )
     )
     parts.append("<h2>Largest gaps</h2>")

@@ -123,17 +123,21 @@ def _analyze_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
 
 
 def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    etrecord = _path_or(run_dir, cfg.analyze.etrecord, ArtifactName.ETRECORD)
+    # The program an ETRecord refers to by hash: by default the one beside the ETRecord.
+    program = _path_or(etrecord.parent, cfg.analyze.exported_program, ArtifactName.EXPORTED_PROGRAM)
     return [
-        _path_or(run_dir, cfg.analyze.etrecord, ArtifactName.ETRECORD),
+        etrecord,
         _path_or(run_dir, cfg.analyze.debug_buffer, ArtifactName.DEBUG_BUFFER),
         _path_or(run_dir, cfg.analyze.pte, ArtifactName.EXECUTORCH_PROGRAM),
+        program,
     ]
 
 
 def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.analyze.stage import run_analyze
 
-    etrecord, debug_buffer, pte = _analyze_optional(cfg, run_dir)
+    etrecord, debug_buffer, pte, _ = _analyze_optional(cfg, run_dir)
     return run_analyze(
         _to_object(cfg.analyze),
         _analyze_inputs(cfg, run_dir)[0],

@@ -39,6 +39,8 @@ class AnalyzeConfig:
 
     etdump: str | None = None
     etrecord: str | None = None
+    # The exported program an ETRecord refers to by hash (default: the file it names beside it)
+    exported_program: str | None = None
     debug_buffer: str | None = None
     # ExecuTorch's .pte, for the XNNPACK graphs an ETRecord may lack (default: the run's program.pte)
     pte: str | None = None

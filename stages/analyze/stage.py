@@ -232,7 +232,8 @@ def _load_and_link(
     pte: Path | None = None,
 ) -> _Linked:
     """Load the files, refuse a foreign pairing, and prove (or check) program identity."""
-    inputs = load_inputs(etdump, debug_buffer, etrecord)
+    program_path = Path(cfg.exported_program).expanduser() if cfg.exported_program else None
+    inputs = load_inputs(etdump, debug_buffer, etrecord, program_path)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))

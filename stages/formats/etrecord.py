@@ -1,10 +1,11 @@
 """ETRecord: everything the analysis needs from ahead-of-time, in one zip.
 
-Members: a version marker, the reference (exported) program with debug handles, representative
-inputs, reference outputs, per-handle op/source info, and (added by the lower stage) the lowered
-graph, each partition's backend and delegate debug-handle map. Loading goes through
-`stages.formats.safe_load`: bounded zip reads, weights-only tensor files, a checked reference
-program. ExecuTorch's own ETRecord format is recognised and checked by
+Members: a version marker, the reference (exported) program with debug handles (embedded, or
+referred to by sha256 when it is stored beside the ETRecord: `etrecord_program_ref`),
+representative inputs, reference outputs, per-handle op/source info, and (added by the lower
+stage) the lowered graph, each partition's backend and delegate debug-handle map. Loading goes
+through `stages.formats.safe_load`: bounded zip reads, weights-only tensor files, a checked
+reference program whose hash is verified when it is referred to. ExecuTorch's own ETRecord format is recognised and checked by
 `executorch_etrecord.verify_executorch_etrecord` before anything else reads it.
 """
 
@@ -22,6 +23,12 @@ import torch
 
 from stages.formats.atomic_write import atomic_path
 from stages.formats.debug_handles import DebugHandle
+from stages.formats.etrecord_program_ref import (
+    PROGRAM_REF_MEMBER,
+    ReferencedProgramError,
+    program_reference,
+    read_referenced_program,
+)
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
 from stages.formats.exported_program import exported_program_bytes, load_exported_program
@@ -36,7 +43,14 @@ from stages.formats.safe_load import (
 from stages.formats.samples import Samples
 from stages.formats.tensor_file import repack_stored
 
-__all__ = ["DelegateMapRecord", "ETRecord", "ETRecordError", "generate_etrecord"]
+__all__ = [
+    "DelegateMapRecord",
+    "ETRecord",
+    "ETRecordError",
+    "ReferencedProgramError",
+    "generate_etrecord",
+    "pack_etrecord",
+]
 
 ETRECORD_FORMAT = "delegate-debugger-etrecord"
 ETRECORD_VERSION = 1
@@ -49,7 +63,7 @@ HANDLES_MEMBER = "debug_handles.json"
 LOWERED_GRAPH_MEMBER = "lowered_graph.txt"
 DELEGATE_MAPS_MEMBER = "delegate_maps.json"
 LOWERING_INFO_MEMBER = "lowering_info.json"
-_REQUIRED = (VERSION_MEMBER, PROGRAM_MEMBER, INPUTS_MEMBER, OUTPUTS_MEMBER, HANDLES_MEMBER)
+_REQUIRED = (VERSION_MEMBER, INPUTS_MEMBER, OUTPUTS_MEMBER, HANDLES_MEMBER)
 
 
 @dataclass
@@ -64,6 +78,9 @@ class ETRecord:
     lowered_graph: str | None = None
     delegate_maps: list[DelegateMapRecord] = field(default_factory=list)
     lowering_info: dict[str, Any] = field(default_factory=dict)
+    # None: `save` embeds the program (self-contained, for sharing). A file name: the program is
+    # stored beside the ETRecord under that name, and `save` writes only its sha256 and size.
+    program_file: str | None = None
     # A reader that already holds the reference program (ExecuTorch's format) sets it here.
     loaded_program: torch.export.ExportedProgram | None = field(
         default=None, repr=False, compare=False
@@ -92,14 +109,21 @@ class ETRecord:
             atomic_path(path) as tmp,
             zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive,
         ):
+            fingerprint = self.program_fingerprint
             marker = {
                 "format": ETRECORD_FORMAT,
                 "version": ETRECORD_VERSION,
                 "model_name": self.model_name,
-                "program_fingerprint": self.program_fingerprint,
+                "program_fingerprint": fingerprint,
             }
             archive.writestr(VERSION_MEMBER, json.dumps(marker))
-            archive.writestr(PROGRAM_MEMBER, self.reference_program_bytes)
+            if self.program_file is None:
+                archive.writestr(PROGRAM_MEMBER, self.reference_program_bytes)
+            else:
+                archive.writestr(
+                    PROGRAM_REF_MEMBER,
+                    program_reference(self.reference_program_bytes, self.program_file, fingerprint),
+                )
             archive.writestr(INPUTS_MEMBER, _tensor_bytes(self.representative_inputs))
             archive.writestr(OUTPUTS_MEMBER, _tensor_bytes(self.reference_outputs))
             handles = {str(h): asdict(info) for h, info in sorted(self.handles.items())}
@@ -114,8 +138,11 @@ class ETRecord:
                 archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
 
     @classmethod
-    def load(cls, path: Path) -> ETRecord:
-        """Read and validate; every problem is an ETRecordError naming the file."""
+    def load(cls, path: Path, program: Path | None = None) -> ETRecord:
+        """Read and validate; every problem is an ETRecordError naming the file.
+
+        An ETRecord that refers to its program reads `program`, else the file it names beside it.
+        """
         path = Path(path)
         try:
             archive = BoundedZip(path, str(path))
@@ -129,14 +156,14 @@ class ETRecord:
             ) from exc
         with archive:
             try:
-                return cls._from_archive(archive, path)
+                return cls._from_archive(archive, path, program)
             except UnsafePayloadError as exc:
                 raise ETRecordError(str(exc)) from exc
             except (EOFError, KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise ETRecordError(f"{path}: corrupt ETRecord member ({exc})") from exc
 
     @classmethod
-    def _from_archive(cls, archive: BoundedZip, path: Path) -> ETRecord:
+    def _from_archive(cls, archive: BoundedZip, path: Path, program_path: Path | None) -> ETRecord:
         names = set(archive.names())
         if VERSION_MEMBER not in names and is_executorch_etrecord(archive.names()):
             verify_executorch_etrecord(archive, str(path))
@@ -154,8 +181,21 @@ class ETRecord:
                 f"{path}: ETRecord version {marker.get('version')!r} is not supported "
                 f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
             )
-        program = archive.read(PROGRAM_MEMBER)
-        check_pt2_members(program, f"{path} member {PROGRAM_MEMBER}")
+        if (PROGRAM_MEMBER in names) == (PROGRAM_REF_MEMBER in names):
+            raise ETRecordError(
+                f"{path}: ETRecord must hold exactly one of {PROGRAM_MEMBER} (the program) and "
+                f"{PROGRAM_REF_MEMBER} (its hash); re-run the lower stage to write it again"
+            )
+        program_file: str | None = None
+        if PROGRAM_MEMBER in names:
+            program = archive.read(PROGRAM_MEMBER)
+            check_pt2_members(program, f"{path} member {PROGRAM_MEMBER}")
+        else:
+            reference = _json(archive, PROGRAM_REF_MEMBER, path)
+            program, program_file = read_referenced_program(reference, path, program_path)
+            check_pt2_members(
+                program, f"{path}'s referenced program {program_path or program_file}"
+            )
         inputs = _samples(archive.read(INPUTS_MEMBER), f"{path} member {INPUTS_MEMBER}")
         outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path} member {OUTPUTS_MEMBER}")
         handles = {
@@ -180,6 +220,7 @@ class ETRecord:
             lowered_graph=lowered_graph,
             delegate_maps=maps,
             lowering_info=dict(info),
+            program_file=program_file,
         )
 
 
@@ -203,6 +244,18 @@ def generate_etrecord(
         model_name=model_name,
     )
     record.save(path)
+    return record
+
+
+def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRecord:
+    """Save `source` as a self-contained ETRecord at `out`, its referenced program embedded."""
+    record = ETRecord.load(source, program)
+    if record.loaded_program is not None:
+        raise ETRecordError(
+            f"{source}: an ExecuTorch ETRecord embeds its programs already; share it as it is"
+        )
+    record.program_file = None
+    record.save(out)
     return record
 
 

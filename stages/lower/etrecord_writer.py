@@ -1,8 +1,9 @@
 """The lower stage's ETRecord: export's files plus the delegate maps, written as a new file.
 
 The lower stage never rewrites a file it read: the ETRecord is built from `exported.pt2`,
-`inputs.pt` and `reference_outputs.pt` and saved as lower's own output, complete and
-self-contained (a user can carry it to another machine with the ETDump).
+`inputs.pt` and `reference_outputs.pt` and saved as lower's own output. The program is stored
+once: an ETRecord beside `exported.pt2` refers to it by sha256; `pipeline.tools.pack_etrecord`
+makes a self-contained copy for sharing.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def write_etrecord(
     *,
     program: torch.export.ExportedProgram,
     program_bytes: bytes,
+    program_path: Path,
     inputs: Path,
     reference_outputs: Path,
     model_name: str,
@@ -38,7 +40,11 @@ def write_etrecord(
     delegate_maps: list[DelegateMapRecord],
     lowering_info: dict[str, Any],
 ) -> ETRecord:
-    """Assemble the complete ETRecord and save it atomically at `path`."""
+    """Assemble the ETRecord and save it atomically at `path`.
+
+    A program beside `path` is referred to by name and hash; one elsewhere is embedded.
+    """
+    beside = Path(program_path).resolve().parent == Path(path).resolve().parent
     record = ETRecord(
         reference_program_bytes=program_bytes,
         representative_inputs=load_samples(inputs),
@@ -48,6 +54,7 @@ def write_etrecord(
         lowered_graph=lowered_graph_text(lowered),
         delegate_maps=delegate_maps,
         lowering_info=lowering_info,
+        program_file=Path(program_path).name if beside else None,
     )
     record.save(path)
     return record

@@ -399,6 +399,7 @@ def run_lower(
         etrecord,
         program=program,
         program_bytes=program_bytes,
+        program_path=exported_program,
         inputs=inputs,
         reference_outputs=reference_outputs,
         model_name=model_name,

@@ -1,4 +1,5 @@
-"""The lower stage writes the complete ETRecord as a new file and never touches what it read."""
+"""The lower stage writes its ETRecord as a new file (the program referred to by hash, not copied)
+and never touches what it read."""
 
 from __future__ import annotations
 
@@ -6,15 +7,17 @@ import hashlib
 import json
 import logging
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.tools.pack_etrecord import main as pack_main
 from stages.export.stage import run_export
 from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.etrecord import ETRecord
+from stages.formats.etrecord import ETRecord, ETRecordError
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.lower.stage import run_lower
 from tests.helpers.lowering import export_and_lower
@@ -24,7 +27,7 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_lower_leaves_its_inputs_alone_and_writes_a_self_contained_etrecord(
+def test_lower_leaves_its_inputs_alone_and_its_etrecord_refers_to_the_program_by_hash(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
@@ -44,11 +47,22 @@ def test_lower_leaves_its_inputs_alone_and_writes_a_self_contained_etrecord(
     )
     assert {p.name: (_sha(p), p.stat().st_ino) for p in inputs} == before
 
-    # Carried alone to another place, the ETRecord still has everything the analysis needs.
+    # The program is stored once: the ETRecord holds its hash, not a second copy.
+    with zipfile.ZipFile(lowered.etrecord) as archive:
+        names = set(archive.namelist())
+    assert "reference_program.pt2" not in names and "reference_program_ref.json" in names
+    program_size = exported.exported_program.stat().st_size
+    assert lowered.etrecord.stat().st_size < program_size / 2
+
+    # Carried alone, it is refused by name; packed, it has everything the analysis needs.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     carried = Path(shutil.copy(lowered.etrecord, elsewhere / "etrecord.zip"))
-    record = ETRecord.load(carried)
+    with pytest.raises(ETRecordError, match=r"analyze\.exported_program=PATH.*pack_etrecord"):
+        ETRecord.load(carried)
+    assert pack_main([str(run_dir), "--out", str(elsewhere / "etrecord_full.zip")]) == 0
+    carried.unlink()
+    record = ETRecord.load(elsewhere / "etrecord_full.zip")
     assert record.model_name == "vit" and len(record.representative_inputs) == 2
     assert record.reference_program_bytes == exported.exported_program.read_bytes()
     program = record.exported_program()

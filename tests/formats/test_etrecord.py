@@ -99,3 +99,25 @@ def test_pickle_inside_the_embedded_program_is_refused(
     with pytest.raises(ETRecordError, match="not a weights-only tensor file"):
         ETRecord.load(bad)
     assert "pwned" not in capsys.readouterr().out
+
+
+def test_by_reference_round_trip_keeps_the_reference(etrecord_path: Path, tmp_path: Path) -> None:
+    """Saved with a program file name, the ETRecord holds a reference, and a re-save keeps it."""
+    record = ETRecord.load(etrecord_path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "exported.pt2").write_bytes(record.reference_program_bytes)
+    record.program_file = "exported.pt2"
+    record.save(run_dir / "etrecord.zip")
+    with zipfile.ZipFile(run_dir / "etrecord.zip") as z:
+        names = set(z.namelist())
+    assert "reference_program.pt2" not in names and "reference_program_ref.json" in names
+    again = ETRecord.load(run_dir / "etrecord.zip")
+    assert again.program_file == "exported.pt2"
+    assert again.program_fingerprint == record.program_fingerprint
+    assert again.exported_program().graph_module is not None
+    (run_dir / "exported.pt2").rename(run_dir / "renamed.pt2")
+    with pytest.raises(ETRecordError, match="does not exist"):
+        ETRecord.load(run_dir / "etrecord.zip")
+    explicit = ETRecord.load(run_dir / "etrecord.zip", run_dir / "renamed.pt2")
+    assert explicit.handles == record.handles

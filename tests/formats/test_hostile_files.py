@@ -17,7 +17,7 @@ from stages.analyze.load.loading import load_inputs
 from stages.export.config import InputSpec, ModelConfig
 from stages.export.model_factory import ModelConfigError, build_model
 from stages.export.representative_inputs import InputsConfigError, load_inputs_file
-from stages.formats.etrecord import ETRecord, ETRecordError
+from stages.formats.etrecord import ETRecord, ETRecordError, pack_etrecord
 from stages.formats.exported_program import ExportedProgramError, load_exported_program
 from stages.formats.program import ProgramError, load_program
 from stages.formats.safe_load import UnsafePayloadError
@@ -60,10 +60,13 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> Clean:
     cfg = compose_config(root, [*TINY_MODEL_OVERRIDES["mlp"], "backend=portable"])
     exported, lowered = export_and_lower(cfg, root / "run")
     run_run(OmegaConf.to_object(cfg.runtime), lowered.program, exported.inputs, root / "run")  # type: ignore[arg-type]
+    # Self-contained, so every member (the program's included) can be made hostile.
+    packed = root / "etrecord_full.zip"
+    pack_etrecord(lowered.etrecord, packed)
     return Clean(
         root / "run",
         exported.exported_program,
-        lowered.etrecord,
+        packed,
         lowered.program,
         exported.inputs,
         cfg,

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import torch
 
+from stages.formats.etrecord import pack_etrecord
 from tests.helpers.cli_runner import REPO
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.lowering import export_and_lower
@@ -132,8 +133,10 @@ def clean_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("clean")
     cfg = compose_config(root, [*TINY_MODEL_OVERRIDES["mlp"], "backend=portable"])
     exported, lowered = export_and_lower(cfg, root / "run")
+    packed = root / "etrecord_full.zip"  # self-contained: its program member can be a bomb
+    pack_etrecord(lowered.etrecord, packed)
     return {
-        "etrecord": lowered.etrecord,
+        "etrecord": packed,
         "pt2": exported.exported_program,
         "program": lowered.program,
         "inputs": exported.inputs,

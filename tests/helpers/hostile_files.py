@@ -244,8 +244,48 @@ def hostile_tensor_files(marker: Path) -> list[Hostile]:
     ]
 
 
+def by_reference(clean: bytes, reference: bytes) -> bytes:
+    """A self-contained ETRecord turned into one that refers to its program by `reference`."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(clean)) as src, zipfile.ZipFile(out, "w") as dst:
+        for item in src.infolist():
+            if item.filename != "reference_program.pt2":
+                dst.writestr(item.filename, src.read(item))
+        dst.writestr("reference_program_ref.json", reference)
+    return out.getvalue()
+
+
+def hostile_program_references(clean: bytes, marker: Path) -> list[Hostile]:
+    """ETRecords whose program reference points outside their directory or carries a payload."""
+    sha = "0" * 64
+
+    def ref(file_name: str) -> bytes:
+        return json.dumps({"sha256": sha, "size": 10, "file": file_name}).encode()
+
+    return [
+        Hostile(
+            f"etrecord: program reference names {name!r}",
+            "etrecord",
+            by_reference(clean, ref(name)),
+        )
+        for name in ("../exported.pt2", "/etc/passwd", "sub/exported.pt2", "..", ".pipeline")
+    ] + [
+        Hostile(
+            "etrecord: program reference is a pickle",
+            "etrecord",
+            by_reference(clean, pickle_payload(marker, 4)),
+        ),
+        Hostile(
+            "etrecord: both an embedded program and a program reference",
+            "etrecord",
+            rewrite_zip(clean, add={"reference_program_ref.json": ref("exported.pt2")}),
+        ),
+    ]
+
+
 def hostile_etrecords(clean: bytes, clean_pt2: bytes, marker: Path) -> list[Hostile]:
-    """Our ETRecord with a payload in each kind of member, nested archives included."""
+    """Our (self-contained) ETRecord with a payload in each kind of member, nested archives and
+    hostile program references included."""
     p4 = pickle_payload(marker, 4)
     nested = [
         Hostile(
@@ -282,6 +322,7 @@ def hostile_etrecords(clean: bytes, clean_pt2: bytes, marker: Path) -> list[Host
             rewrite_zip(clean, {"reference_program.pt2": p4}),
         ),
         *nested,
+        *hostile_program_references(clean, marker),
     ]
 
 

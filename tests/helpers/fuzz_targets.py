@@ -29,7 +29,7 @@ from stages.formats.etdump import (
     tensor_from_buffer,
     write_etdump_bytes,
 )
-from stages.formats.etrecord import ETRecord, ETRecordError
+from stages.formats.etrecord import ETRecord, ETRecordError, pack_etrecord
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
 from stages.formats.exported_program import ExportedProgramError
 from stages.formats.program import DelegateInstruction, ProgramError, load_program
@@ -186,6 +186,8 @@ def our_targets(work_dir: Path) -> list[FuzzTarget]:
     exported, lowered = export_and_lower(cfg, work_dir / "run")
     runtime = OmegaConf.to_object(cfg.runtime)
     ran = run_run(runtime, lowered.program, exported.inputs, work_dir / "run")  # type: ignore[arg-type]
+    # Self-contained, so the fuzzer reaches the program member too (a run's refers to it by hash).
+    pack_etrecord(lowered.etrecord, work_dir / "etrecord_full.zip")
     return [
         FuzzTarget(
             "our ETDump",
@@ -202,7 +204,7 @@ def our_targets(work_dir: Path) -> list[FuzzTarget]:
         ),
         FuzzTarget(
             "our ETRecord",
-            lowered.etrecord.read_bytes(),
+            (work_dir / "etrecord_full.zip").read_bytes(),
             read_etrecord_deeply,
             (ETRecordError, ExportedProgramError),
             structured=mutate_zip,

@@ -19,6 +19,7 @@ from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
 from pipeline.tools import explore
+from pipeline.tools.pack_etrecord import main as pack_main
 from stages.analyze.report.model_explorer_overlay import OverlayFile
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.headless_chromium import HeadlessChromium
@@ -77,7 +78,12 @@ def test_analyze_only_run_uses_the_etrecords_program(
     byo.mkdir()
     for name in OverlayFile:
         shutil.copy(run_dir / name, byo / name)
-    etrecord = shutil.copy(run_dir / "etrecord.zip", tmp_path / "elsewhere.zip")
+    # A run's ETRecord refers to exported.pt2 by hash: alone it is refused, packed it carries it.
+    carried = shutil.copy(run_dir / "etrecord.zip", tmp_path / "carried.zip")
+    with pytest.raises(explore.ExploreError, match="pack_etrecord"):
+        explore.locate_sources([byo], Path(carried), tmp_path)
+    etrecord = tmp_path / "elsewhere.zip"
+    assert pack_main([str(run_dir), "--out", str(etrecord)]) == 0
     with pytest.raises(explore.ExploreError, match="--etrecord PATH"):
         explore.locate_sources([byo], None, tmp_path)
     sources = explore.locate_sources([byo], Path(etrecord), tmp_path)

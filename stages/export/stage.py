@@ -14,7 +14,7 @@ from stages.export.exporter import export_model
 from stages.export.model_factory import build_model
 from stages.export.representative_inputs import representative_inputs
 from stages.formats.artifacts import ArtifactName
-from stages.formats.exported_program import save_exported_program
+from stages.formats.exported_program import remember_exported_program, save_exported_program
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.reference_capture import program_outputs
 from stages.formats.samples import save_samples
@@ -50,7 +50,8 @@ def run_export(
     references = [program_outputs(program, sample) for sample in samples]
 
     paths = {name: run_dir / name for name in ArtifactName}
-    save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
+    saved = save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
+    remember_exported_program(program, saved)  # lower and analyze need not load it again
     save_samples(samples, paths[ArtifactName.INPUTS])
     save_samples(references, paths[ArtifactName.REFERENCE_OUTPUTS])
     nodes = list(iter_operator_nodes(program.graph_module))

@@ -62,11 +62,26 @@ def load_exported_program(source: Path | bytes, what: str | None = None) -> Expo
         restore_debug_handles(program)
         if key is None:
             return program
-        _LOADED[key] = program
-        while len(_LOADED) > LOADED_KEPT:
-            _LOADED.popitem(last=False)
+        _keep(key, program)
     _LOADED.move_to_end(key)
     return _copy(_LOADED[key])
+
+
+def remember_exported_program(program: ExportedProgram, data: bytes) -> None:
+    """Keep the program the export stage just saved as `data`: the lower and analyze stages of
+    the same invocation take a copy instead of loading the file again (same size cap as loads).
+
+    The caller must not change `program` afterwards (the export stage does not).
+    """
+    if len(data) <= LOADED_MAX_BYTES:
+        _keep(hashlib.sha256(data).hexdigest(), program)
+
+
+def _keep(key: str, program: ExportedProgram) -> None:
+    _LOADED[key] = program
+    _LOADED.move_to_end(key)
+    while len(_LOADED) > LOADED_KEPT:
+        _LOADED.popitem(last=False)
 
 
 def _copy(program: ExportedProgram) -> ExportedProgram:

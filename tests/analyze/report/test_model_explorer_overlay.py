@@ -22,6 +22,7 @@ from stages.analyze.report.model_explorer_overlay import (
 from stages.analyze.report.node_facts import NodeFacts, Placement
 from stages.analyze.stage import run_analyze
 from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.formats.etrecord import pack_etrecord
 from stages.formats.exported_program import load_exported_program
 from tests.helpers.analyze_runs import RunTiny, read_summary
 from tests.helpers.optional import require_explorer
@@ -159,8 +160,10 @@ def test_analyze_only_run_writes_the_same_overlays(fault_run: Path, tmp_path: Pa
     """A bring-your-own analysis (files from elsewhere, no exported.pt2) gets the same overlays."""
     elsewhere = tmp_path / "device"
     elsewhere.mkdir()
-    for name in ("etdump.etdp", "debug.bin", "etrecord.zip"):
+    for name in ("etdump.etdp", "debug.bin"):
         shutil.copy(fault_run / name, elsewhere / name)
+    # Carried alone, the run's ETRecord must embed its program: packed, as a user shares it.
+    pack_etrecord(fault_run / "etrecord.zip", elsewhere / "etrecord.zip")
     out = tmp_path / "analysis"
     out.mkdir()
     artifacts = run_analyze(

@@ -205,7 +205,7 @@ def _run_stages(
         result.stages.append(outcome)
         tracker.set_tags({f"stage.{name}": outcome.status.value})
         metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
-        metrics[f"time.{name}_s"] = outcome.seconds
+        metrics[f"time.{name}_s"] = round(outcome.seconds, 3)  # the whole stage, wall clock
         tracker.log_metrics(metrics)
         files = _artifact_files(outcome.artifacts, run_dir)
         tracker.log_artifacts(files, name)

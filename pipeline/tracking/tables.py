@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # where the MLflow UI finds a run's tables
+SHOWN_DIGITS = 7  # significant digits of a number shown in the MLflow UI
 
 
 def _cell(text: str) -> Any:
@@ -23,7 +24,13 @@ def _cell(text: str) -> Any:
         number = float(text)
     except ValueError:
         return text
-    return number if math.isfinite(number) else None
+    return shown_float(number) if math.isfinite(number) else None
+
+
+def shown_float(number: float, digits: int = SHOWN_DIGITS) -> float:
+    """`number` to `digits` significant digits: float noise (0.0075359999999999) is not a
+    measurement, and timers and gaps carry fewer digits than a double prints."""
+    return float(f"{number:.{digits}g}") if math.isfinite(number) else number
 
 
 def table_json(csv_path: Path) -> dict[str, Any]:

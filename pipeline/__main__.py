@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,13 +16,21 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from pipeline.cache.run_dirs import register_run_suffix  # noqa: E402
+from pipeline.config.front_door import (  # noqa: E402
+    CommandLineError,
+    check_group_choices,
+    register_help_resolvers,
+    short_hydra_error,
+)
 from pipeline.config.schema import register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
+from pipeline.log_files import log_traceback_to_files  # noqa: E402
 from pipeline.sweeps.job_failures import FailedJob, record_failed_job  # noqa: E402
 
 register_configs()
 register_run_suffix()
+register_help_resolvers()
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
@@ -45,6 +54,11 @@ def main(cfg: DictConfig) -> None:
             record_failed_job(Path(hydra_cfg.runtime.output_dir), job)
             return
         sys.exit(1)
+    except Exception as exc:  # a bug, not a user's mistake: the traceback goes to the log file
+        log_file = log_traceback_to_files()
+        where = f"; full traceback in {log_file}" if log_file else ""
+        print(f"error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+        sys.exit(1)
 
 
 def _end_open_sweeps(killed: bool) -> None:
@@ -55,9 +69,29 @@ def _end_open_sweeps(killed: bool) -> None:
         end_open_sweeps(killed)
 
 
+def _hydra_errors() -> tuple[type[BaseException], ...]:
+    """Hydra's and OmegaConf's errors about the command line or the config (not a job's)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    return (HydraException, OmegaConfBaseException)
+
+
 if __name__ == "__main__":
+    # Hydra's errors reach us instead of being printed with its internals (see front_door).
+    short_errors = "HYDRA_FULL_ERROR" not in os.environ
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
+        check_group_choices(sys.argv[1:])
         main()
+    except CommandLineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except _hydra_errors() as exc:
+        if not short_errors:
+            raise
+        print(f"error: {short_hydra_error(exc)}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:  # outside a run: starting up, or a sweep's launcher waiting
         _end_open_sweeps(killed=True)
         print(

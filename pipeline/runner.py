@@ -10,7 +10,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -23,10 +22,12 @@ from pipeline.cache.fingerprint import compute_fingerprint, explain_change
 from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
 from pipeline.config.checks import check_config
+from pipeline.config.input_files import check_given_files
 from pipeline.config.model_option import settle_model_option
 from pipeline.config.schema import STAGE_ORDER, stage_names
 from pipeline.cpu_threads import use_free_cores
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
+from pipeline.log_files import log_traceback_to_files
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
@@ -196,9 +197,9 @@ def _run_stages(
             tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
             raise
         except Exception as exc:
-            log.error("stage %s failed:\n%s", name, traceback.format_exc())
+            log_file = log_traceback_to_files(f"stage {name} failed")  # not the terminal
             tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
-            raise StageFailedError(name, exc, resume) from exc
+            raise StageFailedError(name, exc, resume, log_file) from exc
         except KeyboardInterrupt:
             tracker.set_tags({f"stage.{name}": StageStatus.interrupted.value})
             raise
@@ -301,10 +302,12 @@ def run_pipeline(
     `base_dir` (default: the working directory) is where relative model file paths start."""
     names = select_stages(stage_names(list(cfg.stages)))
     check_config(cfg, names)
+    check_given_files(cfg, names)
     if "export" in names:
         settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
+    _check_inputs(names[0], cfg, run_dir)  # before a tracking run exists: a typo leaves none
     own_tracker = tracker is None
     # First: a tracking process starts importing MLflow while the stages run.
     deferred = DeferredTracker(tracker or make_tracker(cfg.tracking, run_dir))

@@ -23,14 +23,9 @@ def plot_top_ops(
     path: Path, labels: list[str], p50: list[float], delegated: list[bool], unit: str
 ) -> None:
     colors = [DELEGATED_COLOR if d else OPERATOR_COLOR for d in delegated]
-    svg = bar_chart(
-        labels,
-        p50,
-        colors,
-        "Slowest ops by p50",
-        f"p50 ({unit})",
-        legend=[(DELEGATED_COLOR, "inside a delegate"), (OPERATOR_COLOR, "operator")],
-    )
+    kinds = [(DELEGATED_COLOR, "inside a delegate"), (OPERATOR_COLOR, "operator")]
+    legend = [(color, name) for color, name in kinds if color in colors]  # only what is drawn
+    svg = bar_chart(labels, p50, colors, "Slowest ops by p50", f"p50 ({unit})", legend=legend)
     write_text_atomic(path, svg)
 
 
@@ -75,6 +70,13 @@ def plot_gap(
         ("compared output (graph order)", metric),
     )
     write_text_atomic(path, svg)
+
+
+def has_inexact(values: list[float], higher_is_better: bool) -> bool:
+    """Whether a gap plot would show anything: some value is not an exact match (SNR = inf for
+    higher-is-better metrics, 0 for errors). An all-exact run is said in words, not drawn."""
+    exact = math.inf if higher_is_better else 0.0
+    return any(v != exact for v in values)
 
 
 def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, str]) -> None:

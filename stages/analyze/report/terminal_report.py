@@ -80,7 +80,7 @@ def format_terminal_report(summary_path: Path) -> str:
             )
     gaps = s.get("largest_gaps", [])
     if not gaps and s.get("compared_outputs"):
-        lines.append(f"largest gaps: none, all {s['compared_outputs']} compared outputs are exact")
+        lines.append(f"largest gaps: none, all {s['compared_outputs']} float outputs are exact")
     if gaps:
         lines.append(f"{'largest gaps':<50}{metric:>12}{'local':>12}")
         for g in gaps:

@@ -109,7 +109,8 @@ def divergence_block(summary: dict[str, Any]) -> str:
     first = summary.get("first_divergence")
     if not first:
         if summary.get("verdict") == "pass":
-            return f"<p class='clean'>No divergence: {html.escape(worst_gap_text(summary))}.</p>"
+            text = worst_gap_text(summary).removeprefix("none: ")
+            return f"<p class='clean'>No divergence: {html.escape(text)}.</p>"
         return ""
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(_cell(v))}</td></tr>"

@@ -79,6 +79,37 @@ def has_inexact(values: list[float], higher_is_better: bool) -> bool:
     return any(v != exact for v in values)
 
 
+def _span(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return (max(finite) - min(finite)) if len(finite) > 1 else 0.0
+
+
+def merge_close_labels(points: list[Point], tolerance: float = 0.08) -> list[Point]:
+    """Points closer than `tolerance` of the data's span on both axes share one label (on the
+    first of them, the names joined), so labels of near points are not drawn over each other."""
+    x_span = _span([p.x for p in points]) or 1.0
+    y_span = _span([p.y for p in points]) or 1.0
+    owners: list[tuple[Point, list[str]]] = []
+    placed: list[Point] = []
+    for point in points:
+        owner = next(
+            (
+                (head, names)
+                for head, names in owners
+                if abs(head.x - point.x) <= tolerance * x_span
+                and abs(head.y - point.y) <= tolerance * y_span
+            ),
+            None,
+        )
+        if owner is None:
+            owners.append((point, [point.label]))
+        else:
+            owner[1].append(point.label)
+        placed.append(point)
+    shared = {id(head): "; ".join(names) for head, names in owners}
+    return [Point(p.x, p.y, shared.get(id(p), "")) for p in placed]
+
+
 def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, str]) -> None:
-    """Labelled points (a sweep's runs: latency against gap)."""
-    write_text_atomic(path, scatter_chart(points, title, labels))
+    """Labelled points (a sweep's runs: latency against gap); near points share one label."""
+    write_text_atomic(path, scatter_chart(merge_close_labels(points), title, labels))

@@ -107,11 +107,12 @@ def _run_stage(
             seconds = time.perf_counter() - started
             return StageOutcome(name, StageStatus.reused, seconds, artifacts, reason, digest)
         previous = cache.previous_fingerprint(name, run_dir)
-        reason = (
-            explain_change(previous, fingerprint)
-            if previous is not None
-            else "no finished run with this fingerprint"
-        )
+        if not cache.enabled:
+            reason = "cache=false, nothing is reused"
+        elif previous is not None:
+            reason = explain_change(previous, fingerprint)
+        else:
+            reason = "no finished run with this fingerprint"
         log.debug("[%s] running (%s)", name, reason)
         before_running()
         use_free_cores()

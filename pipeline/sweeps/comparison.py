@@ -59,6 +59,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "max_gap",
     "gap_metric",
     "first_divergence",
+    "run_id",  # two runs of one config print alike but for this
 )
 
 

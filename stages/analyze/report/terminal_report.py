@@ -90,5 +90,7 @@ def format_terminal_report(summary_path: Path) -> str:
             )
     report = s.get("artifacts", {}).get("report")
     if report:
-        lines.append(f"report: {report}")
+        # A reused analysis's summary names the run dir that wrote it; the copy is beside it.
+        here = Path(summary_path).parent / Path(report).name
+        lines.append(f"report: {here if here.is_file() else report}")
     return "\n".join(lines)

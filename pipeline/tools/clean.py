@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.cache.stage_cache import RECORD_NAME, RUN_RECORD_DIR, remove_tree
 
@@ -83,27 +84,36 @@ def _tree_bytes(path: Path) -> int:
     return total
 
 
+def tracking_runs_of(uri: str, run_dirs: Iterable[Path]) -> list[Any]:
+    """The MLflow runs logged from these run dirs (matched by their `run_dir` tag)."""
+    from mlflow.tracking import MlflowClient
+
+    wanted = {str(p) for p in run_dirs}
+    if not wanted:
+        return []
+    client = MlflowClient(uri)
+    return [
+        run
+        for experiment in client.search_experiments()
+        for run in client.search_runs([experiment.experiment_id], max_results=50_000)
+        if run.data.tags.get("run_dir") in wanted
+    ]
+
+
 def delete_tracking_runs(uri: str, run_dirs: Iterable[Path]) -> int:
     """Delete the MLflow runs logged from these run dirs and their local artifact dirs."""
     from mlflow.tracking import MlflowClient
 
     from pipeline.tracking.mlflow_tracker import local_artifact_dir
 
-    wanted = {str(p) for p in run_dirs}
-    if not wanted:
-        return 0
+    runs = tracking_runs_of(uri, run_dirs)
     client = MlflowClient(uri)
-    deleted = 0
-    for experiment in client.search_experiments():
-        for run in client.search_runs([experiment.experiment_id], max_results=50_000):
-            if run.data.tags.get("run_dir") not in wanted:
-                continue
-            artifacts = local_artifact_dir(run.info.artifact_uri)
-            if artifacts is not None and artifacts.is_dir():
-                shutil.rmtree(artifacts.parent if artifacts.name == "artifacts" else artifacts)
-            client.delete_run(run.info.run_id)
-            deleted += 1
-    return deleted
+    for run in runs:
+        artifacts = local_artifact_dir(run.info.artifact_uri)
+        if artifacts is not None and artifacts.is_dir():
+            shutil.rmtree(artifacts.parent if artifacts.name == "artifacts" else artifacts)
+        client.delete_run(run.info.run_id)
+    return len(runs)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -139,7 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for path in doomed:
             print(f"would remove {path}")
-        print(f"keeping {len(plan.kept_runs)} run dirs; would remove {len(doomed)} paths")
+        runs = tracking_runs_of(uri, plan.removed_runs) if uri else []
+        for run in runs:
+            print(f"would delete MLflow run {run.info.run_id} ({run.info.run_name}) in {uri}")
+        print(
+            f"keeping {len(plan.kept_runs)} run dirs; would remove {len(doomed)} paths "
+            f"and {len(runs)} MLflow runs"
+        )
         return 0
     deleted = delete_tracking_runs(uri, plan.removed_runs) if uri else 0
     freed = 0

@@ -32,6 +32,7 @@ from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
 from pipeline.tracking.deferred import DeferredTracker
+from pipeline.tracking.dependency_logs import keep_dependency_noise_in_log_files
 from pipeline.tracking.factory import PARENT_RUN_ENV, make_tracker, resolve_tracking_uri
 from pipeline.tracking.mlflow_tracker import Tracker, git_commit
 from pipeline.tracking.unchanged_runs import (
@@ -301,6 +302,7 @@ def run_pipeline(
     """Run `cfg.stages` in order into `cfg.run_dir`; usable with or without Hydra.
 
     `base_dir` (default: the working directory) is where relative model file paths start."""
+    keep_dependency_noise_in_log_files()  # Hydra's handlers exist; checks may import ExecuTorch
     names = select_stages(stage_names(list(cfg.stages)))
     check_config(cfg, names)
     check_given_files(cfg, names)

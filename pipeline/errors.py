@@ -28,9 +28,7 @@ class StageFailedError(PipelineError):
         if getattr(cause, "fix_the_command", False):  # repeating the command repeats the mistake
             advice = "Fix the option named above and run the command again."
         else:
-            advice = (
-                f"Fix the cause, then resume (finished stages are reused):\n  {resume_command}"
-            )
+            advice = f"Fix the cause, then resume (finished stages are reused):\n  {resume_command}"
         super().__init__(
             f"stage '{stage}' failed: {type(cause).__name__}: {cause}{traceback_note}\n{advice}"
         )

@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib.resources
 import re
 from collections.abc import Sequence
+from typing import cast
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 SCHEMA_SUFFIX = "_schema"
 OPTION_GROUPS_RESOLVER = "option_groups"
@@ -88,7 +89,9 @@ def _groups_text() -> str:
 
 def _shown_config(*, _root_: object) -> str:
     """The composed config as --help prints it: no hydra node, no internal fields."""
-    container = OmegaConf.to_container(_root_, enum_to_str=True)  # type: ignore[call-overload]
+    container = OmegaConf.to_container(cast(DictConfig, _root_), enum_to_str=True)
+    if not isinstance(container, dict):
+        return ""
     container.pop("hydra", None)
     for field in INTERNAL_FIELDS:
         parent, _, name = field.rpartition(".")

@@ -27,15 +27,29 @@ class FileOption:
 
 
 FILE_OPTIONS = (
-    FileOption("inputs.path", "export", "an inputs file (torch.save of the input tuples)",
-               ((0, ZIP_MAGIC),)),
+    FileOption(
+        "inputs.path",
+        "export",
+        "an inputs file (torch.save of the input tuples)",
+        ((0, ZIP_MAGIC),),
+    ),
     FileOption("model.checkpoint", "export", "a checkpoint (a torch.save state dict)"),
     # ETDump: a flatbuffer with file identifier ED00, size-prefixed (ours) or not.
-    FileOption("analyze.etdump", "analyze", "an ETDump (etdump.etdp the run stage writes)",
-               ((8, b"ED00"), (4, b"ED00"))),
-    FileOption("analyze.etrecord", "analyze", "an ETRecord (etrecord.zip the lower stage writes)",
-               ((0, ZIP_MAGIC),)),
-    FileOption("analyze.debug_buffer", "analyze", "a debug buffer (debug.bin the run stage writes)"),
+    FileOption(
+        "analyze.etdump",
+        "analyze",
+        "an ETDump (etdump.etdp the run stage writes)",
+        ((8, b"ED00"), (4, b"ED00")),
+    ),
+    FileOption(
+        "analyze.etrecord",
+        "analyze",
+        "an ETRecord (etrecord.zip the lower stage writes)",
+        ((0, ZIP_MAGIC),),
+    ),
+    FileOption(
+        "analyze.debug_buffer", "analyze", "a debug buffer (debug.bin the run stage writes)"
+    ),
 )
 
 

@@ -55,9 +55,7 @@ def diagnose_inputs(model: nn.Module, sample: tuple[Any, ...]) -> str | None:
         entered.append((names.get(module, "?"), module, args))
 
     hooks = [
-        m.register_forward_pre_hook(remember)
-        for m in model.modules()
-        if not list(m.children())
+        m.register_forward_pre_hook(remember) for m in model.modules() if not list(m.children())
     ]
     try:
         with torch.no_grad():

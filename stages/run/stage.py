@@ -21,7 +21,6 @@ from stages.formats.executorch_program import is_executorch_program
 from stages.formats.program import load_program
 from stages.formats.samples import load_samples, save_samples
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
-from stages.percentiles import percentile
 from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer

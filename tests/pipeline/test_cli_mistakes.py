@@ -41,8 +41,10 @@ def _fail(tmp_path: Path, *args: str) -> str:
         (["model.widthh=3"], ["model.widthh", "not in 'ModelConfig'"]),
         (["runtime.iterations=many"], ["runtime.iterations=many", "Integer"]),
         (["analyze.gap_metric=psnr"], ["analyze.gap_metric=psnr", "analyze.comparators"]),
-        (["backend.fault.node=linear", "backend.fault.kind=scale", "backend.fault.value=1"],
-         ["backend.fault.value=1", "changes nothing"]),
+        (
+            ["backend.fault.node=linear", "backend.fault.kind=scale", "backend.fault.value=1"],
+            ["backend.fault.value=1", "changes nothing"],
+        ),
         (["model=custom"], ["model=custom needs model._target_ and model.inputs"]),
         (["inputs.path=missing.pt"], ["inputs.path=missing.pt", "no such file"]),
     ],

@@ -201,7 +201,9 @@ def render_report(
         parts.append(collapsed("Numeric gap", _table(gaps, columns, limit=400), len(gaps)))
     if events:
         parts.append(
-            collapsed(f"Events (times in {unit})", _table(events, EVENT_COLUMNS, limit=400), len(events))
+            collapsed(
+                f"Events (times in {unit})", _table(events, EVENT_COLUMNS, limit=400), len(events)
+            )
         )
     parts.append("</body></html>")
     return "\n".join(parts)

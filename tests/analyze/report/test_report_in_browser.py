@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline.sweeps.comparison import compare_runs
@@ -109,8 +108,12 @@ def test_sweep_latency_vs_gap_labels_do_not_overlap(tmp_path: Path) -> None:
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.create_experiment("sweep")
     # Two fp32 runs on top of each other (exact, 300 dB, same latency), two apart.
-    specs = [("xnnpack", "fp32", 1.00, 300.0), ("qnn", "fp32", 1.01, 300.0),
-             ("xnnpack", "fp16", 0.70, 62.0), ("qnn", "int8", 0.40, 31.0)]
+    specs = [
+        ("xnnpack", "fp32", 1.00, 300.0),
+        ("qnn", "fp32", 1.01, 300.0),
+        ("xnnpack", "fp16", 0.70, 62.0),
+        ("qnn", "int8", 0.40, 31.0),
+    ]
     runs = [_sweep_run(client, experiment, tmp_path / "runs", spec) for spec in specs]
     plot = compare_runs(client, runs, tmp_path / "out").plot
     assert plot is not None

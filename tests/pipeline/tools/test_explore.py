@@ -204,7 +204,9 @@ def test_model_explorer_shows_the_model_with_its_overlays(
             shutil.copy(shot, Path(keep) / shot.name)
 
 
-def test_sigterm_removes_the_scratch_copy(tracked_run: tuple[Path, str, str], tmp_path: Path) -> None:
+def test_sigterm_removes_the_scratch_copy(
+    tracked_run: tuple[Path, str, str], tmp_path: Path
+) -> None:
     """Stopping the server with SIGTERM (a service manager, `kill`) leaves no temp copy behind."""
     require_explorer()
     run_dir = tracked_run[0]

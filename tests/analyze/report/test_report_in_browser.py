@@ -117,9 +117,13 @@ def test_sweep_latency_vs_gap_labels_do_not_overlap(tmp_path: Path) -> None:
     runs = [_sweep_run(client, experiment, tmp_path / "runs", spec) for spec in specs]
     plot = compare_runs(client, runs, tmp_path / "out").plot
     assert plot is not None
-    with HeadlessChromium(chromium_path(), tmp_path / "profile", size=(WIDTH, HEIGHT)) as browser:
+    with HeadlessChromium(chromium_path(), tmp_path / "profile", size=(760, 500)) as browser:
         browser.open(plot.as_uri())
         boxes = browser.wait_for(_LABEL_BOXES)
+        shot = browser.screenshot(tmp_path / "sweep_latency_vs_gap.png")
+    keep = os.environ.get(SCREENSHOT_DIR_ENV)
+    if keep:
+        shutil.copyfile(shot, Path(keep) / shot.name)
     assert len(boxes) == 3 and any(";" in b["text"] for b in boxes), boxes  # near: one label
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:

@@ -44,20 +44,21 @@ def main(cfg: DictConfig) -> None:
         # One line, no traceback: the tracking run is already KILLED, the stages done are kept.
         print(f"error: {exc}", file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED_EXIT_CODE)
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if isinstance(exc, PipelineError):
+            message = str(exc)
+        else:  # a bug, not a user's mistake: the traceback goes to the log file
+            log_file = log_traceback_to_files()
+            where = f"; full traceback in {log_file}" if log_file else ""
+            message = f"{type(exc).__name__}: {exc}{where}"
+        print(f"error: {message}", file=sys.stderr)
         hydra_cfg = HydraConfig.get()
         if hydra_cfg.mode == RunMode.MULTIRUN:
             # One failed job must not abort the sweep: its marker (and child run, if tracked)
             # lets the sweep callback report it and exit non-zero when all jobs are done.
-            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), str(exc))
+            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), message)
             record_failed_job(Path(hydra_cfg.runtime.output_dir), job)
             return
-        sys.exit(1)
-    except Exception as exc:  # a bug, not a user's mistake: the traceback goes to the log file
-        log_file = log_traceback_to_files()
-        where = f"; full traceback in {log_file}" if log_file else ""
-        print(f"error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
         sys.exit(1)
 
 

@@ -29,6 +29,9 @@ _HYDRA_NOISE = re.compile(
 )
 
 
+_MORE_CONFIGS = ("--config-dir", "-cd", "--config-path", "-cp", "hydra.searchpath", "--info", "-i")
+
+
 class CommandLineError(Exception):
     """An override names no option of its group; the message says which ones exist."""
 
@@ -52,7 +55,12 @@ def option_groups() -> dict[str, list[str]]:
 
 
 def check_group_choices(args: Sequence[str]) -> None:
-    """Raise CommandLineError for `group=option` (or a sweep's `group=a,b`) naming no option."""
+    """Raise CommandLineError for `group=option` (or a sweep's `group=a,b`) naming no option.
+
+    With another config dir or search path, options this package does not ship may exist:
+    Hydra, which sees them, decides."""
+    if any(a.split("=", 1)[0] in _MORE_CONFIGS for a in args):
+        return
     groups = option_groups()
     for arg in args:
         if arg.startswith("-") or "=" not in arg:

@@ -119,3 +119,22 @@ def test_input_shape_mismatch_names_model_inputs_and_the_wanted_shape(tmp_path: 
     assert "hydra.run.dir" not in out.split("full traceback in")[0]
     log_file = Path(out.split("full traceback in ")[1].split(")")[0])
     assert "Traceback" in log_file.read_text()
+
+
+def test_an_option_from_another_config_dir_is_left_to_hydra(tmp_path: Path) -> None:
+    """`--config-dir` may add options this package does not ship: no early refusal then."""
+    extra = tmp_path / "more" / "model"
+    extra.mkdir(parents=True)
+    (extra / "mine.yaml").write_text("defaults:\n  - model_schema\n  - _self_\nname: mine\n")
+    proc = run_module(
+        "pipeline",
+        "--config-dir",
+        str(tmp_path / "more"),
+        "model=mine",
+        "--cfg",
+        "job",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "name: mine" in proc.stdout

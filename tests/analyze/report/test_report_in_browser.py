@@ -81,6 +81,8 @@ def test_clean_run_says_all_outputs_exact_instead_of_plotting_nothing(
     assert "Largest gaps" not in layout["headings"] and layout["images"] == 1
     assert [Path(p).name for p in summary["artifacts"]["plots"]] == ["top_ops_p50.svg"]
     assert 0.0 <= summary["delegated_time_share"] <= 1.0
+    page = (run_dir / "report.html").read_text()
+    assert "every output exact" in page and "worst local snr inf" not in page  # no exact "worst"
     top_ops = (run_dir / "top_ops_p50.svg").read_text()
     assert "operator" not in top_ops  # every bar is inside the delegate: no legend entry for it
 

@@ -7,12 +7,13 @@ reference_type, the HYDRA_FULL_ERROR hint) and keep what names the option and it
 
 from __future__ import annotations
 
-import importlib.resources
 import re
 from collections.abc import Sequence
 from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
+
+from pipeline.config.location import config_dir
 
 SCHEMA_SUFFIX = "_schema"
 OPTION_GROUPS_RESOLVER = "option_groups"
@@ -41,7 +42,7 @@ def option_groups() -> dict[str, list[str]]:
     from hydra.core.config_store import ConfigStore
 
     groups: dict[str, set[str]] = {}
-    for entry in importlib.resources.files("conf").iterdir():
+    for entry in config_dir().iterdir():
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
             names = {f.name[:-5] for f in entry.iterdir() if f.name.endswith(".yaml")}
             groups[entry.name] = names

@@ -154,6 +154,17 @@ def collapsed(title: str, body: str, rows: int) -> str:
     return f"<details><summary>{html.escape(title)}: {rows} rows</summary>{body}</details>"
 
 
+MAP_CHECK_COLUMNS = ["severity", "kind", "partition_id", "identifiers", "debug_handles", "message"]
+
+
+def map_check_section(summary: dict[str, Any]) -> str:
+    """The delegate map findings (docs/delegate_map_check.md); nothing when there are none."""
+    findings = summary.get("delegate_map_check") or []
+    if not findings:
+        return ""
+    return "<h2>Delegate debug-handle map check</h2>" + _table(findings, MAP_CHECK_COLUMNS)
+
+
 EVENT_COLUMNS = [
     "event_block_name",
     "event_name",
@@ -177,6 +188,7 @@ def render_report(
     graph_view: str = "",
 ) -> str:
     parts = _head(summary)
+    parts.append(map_check_section(summary))  # the first divergence is in _head
     flows = summary.get("control_flow") or []
     if flows:  # the branch each side took at every torch.cond, per sample
         parts.append("<h2>Control flow</h2>")

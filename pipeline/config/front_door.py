@@ -109,7 +109,8 @@ def _shown_config(*, _root_: object) -> str:
             node = node.get(key, {}) if isinstance(node, dict) else {}
         if isinstance(node, dict):
             node.pop(name, None)
-    return OmegaConf.to_yaml(container)
+    # Hydra fills the help template with string.Template: a literal `$` (`${...}`) is `$$`.
+    return OmegaConf.to_yaml(container).replace("$", "$$")
 
 
 def register_help_resolvers() -> None:

@@ -35,5 +35,5 @@ def test_executorch_run_prints_no_third_party_warnings_and_logs_them(tmp_path: P
     assert proc.returncode == 0, out[-3000:]
     for noise in ("FutureWarning", "cpuinfo_utils", "_pytree"):
         assert noise not in out, out
-    log = (run_dir / "__main__.log").read_text()
+    log = (run_dir / "delegate-debugger.log").read_text()
     assert "FutureWarning" in log and "cpuinfo_utils" in log

@@ -52,7 +52,7 @@ from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outp
 from stages.analyze.load.unused_inputs import report as report_unused
 from stages.analyze.report.graph_outputs import write_graph_outputs
 from stages.analyze.report.html_report import render_report, write_report
-from stages.analyze.report.plots import plot_gap, plot_top_ops
+from stages.analyze.report.plots import has_inexact, plot_gap, plot_top_ops
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
 from stages.analyze.report.trace_export import build_trace, write_trace
 from stages.formats.artifacts import ArtifactName
@@ -145,7 +145,8 @@ def _plots(
         plots.append(run_dir / TOP_OPS_SVG)
     metric = summary["gap_metric"]
     compared = [g for g in gaps if g["status"] == "ok" and metric in g]
-    if compared:
+    values = [float(g[metric]) for g in compared]
+    if compared and has_inexact(values, bool(summary["higher_is_better"])):
         first = summary["first_divergence"]
         first_x = (
             next((i for i, g in enumerate(compared) if g["group"] == first["group"]), None)

@@ -86,7 +86,7 @@ def format_terminal_report(summary_path: Path) -> str:
             )
     gaps = s.get("largest_gaps", [])
     if not gaps and s.get("compared_outputs"):
-        lines.append(f"largest gaps: none, all {s['compared_outputs']} compared outputs are exact")
+        lines.append(f"largest gaps: none, all {s['compared_outputs']} float outputs are exact")
     if gaps:
         lines.append(f"{'largest gaps':<50}{metric:>12}{'local':>12}")
         for g in gaps:
@@ -96,5 +96,7 @@ def format_terminal_report(summary_path: Path) -> str:
             )
     report = s.get("artifacts", {}).get("report")
     if report:
-        lines.append(f"report: {report}")
+        # A reused analysis's summary names the run dir that wrote it; the copy is beside it.
+        here = Path(summary_path).parent / Path(report).name
+        lines.append(f"report: {here if here.is_file() else report}")
     return "\n".join(lines)

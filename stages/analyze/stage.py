@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.linking import ProgramIndex, check_same_program
+from stages.analyze.link.methods import MethodPart, method_parts, unanalysed_warning
 from stages.analyze.link.metadata_parsers import resolve_parser
 from stages.analyze.link.program_identity import (
     UNPROVEN,
@@ -182,6 +183,8 @@ class _Linked:
     identity: Any
     program: ExportedProgram | None
     parser: Any
+    methods: list[MethodPart] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _load_and_link(
@@ -191,6 +194,13 @@ def _load_and_link(
     inputs = load_inputs(etdump, debug_buffer, etrecord)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
+    info = record.lowering_info if record is not None else {}
+    method = str(info.get("method", "")) if record is not None else ""
+    methods = [str(m) for m in info.get("methods", [])]
+    parts = method_parts(inputs.etdump, index, method, methods)
+    warnings = unanalysed_warning(parts, method, methods)
+    if index.linked:  # link, prove and compare the ETRecord's method only
+        inputs = replace(inputs, etdump=next(p.dump for p in parts if p.analysed))
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
     files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
     identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files)
@@ -203,7 +213,7 @@ def _load_and_link(
         index.backend,
         record.lowering_info.get("backend_target") if record is not None else None,
     )
-    return _Linked(inputs, index, identity, program, parser)
+    return _Linked(inputs, index, identity, program, parser, parts, warnings)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -300,7 +310,17 @@ def run_analyze(
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
 
     # Link: events and their stats.
-    event_rows = build_event_rows(inputs.etdump, index, linked.parser, cfg.time_unit)
+    event_rows = [
+        row
+        for part in linked.methods
+        for row in build_event_rows(
+            part.dump,
+            index if part.analysed else ProgramIndex.empty(),
+            linked.parser,
+            cfg.time_unit,
+            part.name,
+        )
+    ]
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
 
@@ -326,7 +346,8 @@ def run_analyze(
     summary["program_identity"] = linked.identity.record()
     summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
     summary["control_flow"] = [f.record() for f in flows]
-    summary["warnings"] = _fault_warnings(record, flows, linked.program)
+    summary["warnings"] = linked.warnings + _fault_warnings(record, flows, linked.program)
+    summary["methods"] = [p.name for p in linked.methods if p.name]
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

@@ -52,6 +52,7 @@ EVENT_COLUMNS = (
     "count",
     "time_unit",
     "instruction_id",
+    "method",
 )
 
 
@@ -69,6 +70,7 @@ class EventRow:
     starts_ns: list[float] = field(default_factory=list)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
     ops: dict[str, list[str]] = field(default_factory=dict)
+    method: str = ""  # the program method the block ran (several-method programs)
 
     def stat(self, name: str) -> float:
         values = np.asarray(self.durations, dtype=float)
@@ -92,8 +94,10 @@ def build_event_rows(
     index: ProgramIndex,
     parser: MetadataParser | None,
     unit: str = "ms",
+    method: str = "",
 ) -> list[EventRow]:
-    """Rows in first-seen order; durations converted from each clock to `unit`."""
+    """Rows in first-seen order; durations converted from each clock to `unit`. `dump` holds
+    one method's blocks (`method` names it), as instruction ids overlap across methods."""
     factor = unit_factor(unit)
     rows: dict[tuple[Any, ...], EventRow] = {}
     for block in dump.run_data:
@@ -119,6 +123,7 @@ def build_event_rows(
                     pe.instruction_id,
                     link,
                     ops=ops_of(index, link.debug_handles),
+                    method=method,
                 )
             ticks = index.delegate_ticks_per_ms if ident is not None else NS_PER_MS
             row.durations.append((pe.end_time - pe.start_time) / ticks * factor)
@@ -152,6 +157,7 @@ def event_record(row: EventRow, unit: str) -> dict[str, Any]:
         "count": len(row.durations),
         "time_unit": unit,
         "instruction_id": row.instruction_id,
+        "method": row.method,
     }
     return record
 

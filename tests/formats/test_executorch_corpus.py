@@ -1,0 +1,155 @@
+"""Every file ExecuTorch's own tests write (and the public-API cases beside them), read by us
+and by ExecuTorch's Inspector side by side.
+
+The corpus is harvested once per checkout (`tests.helpers.harvest_executorch_corpus`). For every
+ETDump (with the ETRecord and debug buffer written with it) our analysis and Inspector must agree
+on events, counts, timings and debug handles, and on numeric gaps where Inspector computes them;
+where Inspector cannot analyse a file we give a result or a clear refusal naming the file, never
+a traceback. Every ETRecord is read or refused with a message naming the real cause.
+Documented differences (docs/executorch_interop.md) are asserted as such.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.executorch_corpus import Analysis, analyses, corpus_dir, files_of_kind
+
+SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
+pytestmark = [pytest.mark.executorch, pytest.mark.timeout(1200)]
+FRAMEWORK_EVENTS = {"Method::init", "Program::load_method", "Method::execute"}
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Path:
+    pytest.importorskip("executorch.devtools", reason=SKIP_REASON)
+    return corpus_dir()
+
+
+def _refusal_types() -> tuple[type[Exception], ...]:
+    """The errors that are a clear refusal (each message names the file and the cause)."""
+    from stages.analyze.link.linking import ProgramMismatchError
+    from stages.analyze.load.loading import AnalyzeInputError
+    from stages.formats.etdump.records import ETDumpError
+    from stages.formats.etrecord_types import ETRecordError
+    from stages.formats.tensor_file import UnsafePayloadError
+
+    return (AnalyzeInputError, ETDumpError, ETRecordError, ProgramMismatchError, UnsafePayloadError)
+
+
+def _ours(item: Analysis, out: Path) -> tuple[list[dict[str, Any]] | None, str]:
+    """events.csv rows of our analysis, or None and the refusal."""
+    from stages.analyze.config import AnalyzeConfig
+    from stages.analyze.stage import run_analyze
+
+    out.mkdir(parents=True)
+    try:
+        run_analyze(AnalyzeConfig(), item.etdump, item.debug_buffer, item.etrecord, out)
+    except _refusal_types() as exc:
+        return None, str(exc)
+    with (out / "events.csv").open() as fh:
+        return list(csv.DictReader(fh)), ""
+
+
+def _inspector(item: Analysis) -> Any:
+    """ExecuTorch's Inspector on the same files, or the exception it raised."""
+    from executorch.devtools import Inspector
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return Inspector(
+                etdump_path=str(item.etdump),
+                etrecord=str(item.etrecord) if item.etrecord else None,
+                debug_buffer_path=str(item.debug_buffer) if item.debug_buffer else None,
+            )
+    except Exception as exc:  # Inspector raises anything; a refusal of ours is then enough
+        return exc
+
+
+def _disagreements(item: Analysis, ours: list[dict[str, Any]], inspector: Any) -> list[str]:
+    """Where our events.csv and Inspector's event blocks differ (empty: they agree)."""
+    theirs = [(b.name, e) for b in inspector.event_blocks for e in b.events]
+    where = f"{item.case}/{item.etdump.name}"
+    if len(ours) != len(theirs):
+        return [f"{where}: {len(ours)} events here, {len(theirs)} in Inspector"]
+    problems = []
+    for row, (block, event) in zip(ours, theirs, strict=True):
+        name = f"{where}: {block}/{event.name}"
+        if (row["event_block_name"], row["event_name"]) != (block, event.name):
+            problems.append(f"{name}: here {row['event_block_name']}/{row['event_name']}")
+            continue
+        raw = event.perf_data.raw if event.perf_data is not None else []
+        if int(row["count"] or 0) != len(raw):
+            problems.append(f"{name}: count {row['count']} here, {len(raw)} in Inspector")
+        if raw and float(row["p50"]) != pytest.approx(event.perf_data.p50, rel=1e-6, abs=1e-9):
+            problems.append(f"{name}: p50 {row['p50']} here, {event.perf_data.p50} in Inspector")
+        if event.name in FRAMEWORK_EVENTS or item.etrecord is None:
+            continue  # documented: framework events carry no handles here
+        handles = event.debug_handles
+        handles = [handles] if isinstance(handles, int) else list(handles or [])
+        if json.loads(row["debug_handles"]) != handles:
+            problems.append(f"{name}: handles {row['debug_handles']} here, {handles} in Inspector")
+    return problems
+
+
+def test_every_etdump_agrees_with_inspector_or_is_refused_clearly(
+    corpus: Path, tmp_path: Path
+) -> None:
+    items = analyses(corpus)
+    assert len(items) >= 10, "the harvest found too few ETDumps"
+    problems: list[str] = []
+    compared = 0
+    for position, item in enumerate(items):
+        ours, refusal = _ours(item, tmp_path / str(position))
+        inspector = _inspector(item)
+        if ours is None:
+            assert str(item.etdump.name) in refusal or (
+                item.etrecord is not None and item.etrecord.name in refusal
+            ) or (item.debug_buffer is not None and item.debug_buffer.name in refusal), refusal
+            if not isinstance(inspector, Exception):
+                problems.append(f"{item.case}: refused here ({refusal[:200]}) but Inspector reads it")
+            continue
+        if isinstance(inspector, Exception):
+            continue  # Inspector cannot: a result from us is more than it gives
+        problems += _disagreements(item, ours, inspector)
+        compared += 1
+    assert not problems, "\n".join(problems)
+    assert compared >= len(items) // 2
+
+
+def test_every_etrecord_loads_or_is_refused_for_its_real_cause(corpus: Path) -> None:
+    from executorch.devtools import parse_etrecord
+
+    from stages.formats.etrecord import ETRecord
+    from stages.formats.etrecord_types import ETRecordError
+    from stages.formats.tensor_file import UnsafePayloadError
+
+    records = files_of_kind(corpus, "etrecord")
+    assert len(records) >= 10
+    problems = []
+    loaded = 0
+    for case, path in records:
+        try:
+            theirs = parse_etrecord(str(path))
+        except Exception:  # noqa: BLE001 - their parser refusing is allowed
+            theirs = None
+        try:
+            ETRecord.load(path)
+            loaded += 1
+        except (ETRecordError, UnsafePayloadError) as exc:
+            message = str(exc)
+            assert str(path) in message or path.name in message, message
+            assert "corrupt" not in message or theirs is None, f"{case}: {message}"
+            edge = getattr(theirs, "edge_dialect_program", None)
+            if edge is not None:
+                problems.append(f"{case}: ExecuTorch parses it with an edge program, we refuse: "
+                                f"{message[:300]}")
+    assert not problems, "\n".join(problems)
+    assert loaded >= len(records) // 2

@@ -26,6 +26,7 @@ from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fau
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.methods import MethodPart, method_parts, unanalysed_warning
+from stages.analyze.link.input_warnings import input_warnings
 from stages.analyze.link.metadata_parsers import resolve_parser
 from stages.analyze.link.program_identity import (
     UNPROVEN,
@@ -203,7 +204,8 @@ def _load_and_link(
         inputs = replace(inputs, etdump=next(p.dump for p in parts if p.analysed))
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
     files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
-    identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files)
+    identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files, record is not None)
+    warnings += input_warnings(inputs.etdump, index, str(etdump), str(etrecord), record is not None)
     program = None
     if identity.status == UNPROVEN and record is not None:  # check what can be checked
         program = record.exported_program()

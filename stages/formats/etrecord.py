@@ -143,6 +143,13 @@ class ETRecord:
 
             return cls(**read_executorch_etrecord(repack_stored(archive), str(path)))
         missing = [m for m in _REQUIRED if m not in names]
+        if len(missing) == len(_REQUIRED):  # no member of ours: not this format at all
+            shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+            raise ETRecordError(
+                f"{path}: not an ETRecord: the zip has neither ExecuTorch's marker member "
+                f"ETRECORD_V0 nor this tool's {VERSION_MEMBER} (it holds {shown}); a truncated "
+                "or partly copied file reads like this: write or copy it again"
+            )
         if missing:
             raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
         marker = _json(archive, VERSION_MEMBER, path)

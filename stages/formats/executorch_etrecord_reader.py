@@ -66,19 +66,13 @@ def _reference_program(
     parsed: Any, what: str, method: str
 ) -> tuple[torch.export.ExportedProgram, str]:
     """ATen program with the edge program's handles carried back, else the edge program."""
-    from executorch.devtools.inspector._inspector_utils import propagate_back_debug_handle
-
     edge = parsed.edge_dialect_program
     if isinstance(edge, dict):
         edge = edge.get(method)
     aten = parsed.exported_program
     if isinstance(aten, dict):  # a multi-method program records one per method
         aten = aten.get(method)
-    if (
-        aten is not None
-        and edge is not None
-        and propagate_back_debug_handle(aten, parsed.export_graph_id, edge)
-    ):
+    if aten is not None and edge is not None and _carried_back(aten, parsed, edge):
         return _clean_handles(aten), "exported_program"
     if edge is None:
         raise ETRecordError(
@@ -86,6 +80,18 @@ def _reference_program(
             "to_edge_transform_and_lower(..., generate_etrecord=True)"
         )
     return _clean_handles(edge), "edge_dialect_exported_program"
+
+
+def _carried_back(aten: Any, parsed: Any, edge: Any) -> bool:
+    """ExecuTorch's own propagation of the edge program's handles to the ATen program; False
+    when it cannot (it raises KeyError on an edge program whose nodes carry no handles, as
+    `to_edge` leaves them before `to_executorch`): then the edge program is the reference."""
+    from executorch.devtools.inspector._inspector_utils import propagate_back_debug_handle
+
+    try:
+        return bool(propagate_back_debug_handle(aten, parsed.export_graph_id, edge))
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return False
 
 
 def _clean_handles(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

@@ -84,17 +84,53 @@ def run_wheel_tests(keep_root: Path) -> int:
     return done.returncode
 
 
+def _tensor_bytes_end(etdumps: list[Path]) -> int | None:
+    """Where the last tensor the ETDumps log ends in their debug buffer; None if unreadable."""
+    from stages.formats.etdump import read_etdump
+    from stages.formats.etdump.debug_buffer import tensor_nbytes
+    from stages.formats.etdump.records import ETDumpError
+
+    end = 0
+    for path in etdumps:
+        try:
+            dump = read_etdump(path)
+        except ETDumpError:
+            return None
+        for block in dump.run_data:
+            for event in block.events:
+                entry = event.debug_event.debug_entry if event.debug_event else None
+                records = [entry.tensor] if entry and entry.tensor else []
+                records += list(entry.tensor_list or ()) if entry else []
+                for record in records:
+                    size = tensor_nbytes(record)
+                    if size:
+                        end = max(end, record.offset + size)
+    return end
+
+
 def _collect(case_dir: Path, out: Path, case: str, source: str) -> dict[str, Any] | None:
-    """Copy a folder's recognised files to out/case; its manifest entry (None if none)."""
+    """Copy a folder's recognised files to out/case; its manifest entry (None if none).
+
+    The runtime writes its whole debug buffer (up to the size the test allocated, 1 GB for one
+    of them); a copy keeps the bytes up to the end of the last tensor the case's ETDumps log,
+    which is all any reader uses (`original_size` records the rest).
+    """
+    found = [(p, kind_of(p)) for p in sorted(case_dir.rglob("*")) if p.is_file()]
+    found = [(p, k) for p, k in found if k is not None]
+    end = _tensor_bytes_end([p for p, k in found if k == "etdump"])
     files = []
-    for path in sorted(p for p in case_dir.rglob("*") if p.is_file()):
-        kind = kind_of(path)
-        if kind is None:
-            continue
+    for path, kind in found:
         name = str(path.relative_to(case_dir)).replace(os.sep, "__")
         (out / case).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, out / case / name)
-        files.append({"name": name, "kind": kind, "sha256": _sha256(path)})
+        entry = {"name": name, "kind": kind}
+        if kind == "debug_buffer" and end is not None and path.stat().st_size > end:
+            with path.open("rb") as src:
+                (out / case / name).write_bytes(src.read(end))
+            entry["original_size"] = path.stat().st_size
+        else:
+            shutil.copyfile(path, out / case / name)
+        entry["sha256"] = _sha256(out / case / name)
+        files.append(entry)
     if not files:
         return None
     return {"case": case, "source": source, "files": files}

@@ -67,6 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Every test writes under its own folder, named by its test id."""
-    folder = _root() / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[-150:]
+    owner = getattr(item, "cls", None)
+    parts = [Path(str(item.path)).stem, owner.__name__ if owner else "", item.name]
+    folder = _root() / re.sub(r"[^A-Za-z0-9_.-]+", "_", "__".join(p for p in parts if p))[:150]
     folder.mkdir(parents=True, exist_ok=True)
     tempfile.tempdir = str(folder)

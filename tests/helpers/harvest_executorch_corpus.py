@@ -115,8 +115,17 @@ def _collect(case_dir: Path, out: Path, case: str, source: str) -> dict[str, Any
     of them); a copy keeps the bytes up to the end of the last tensor the case's ETDumps log,
     which is all any reader uses (`original_size` records the rest).
     """
-    found = [(p, kind_of(p)) for p in sorted(case_dir.rglob("*")) if p.is_file()]
-    found = [(p, k) for p, k in found if k is not None]
+    found, seen = [], set()
+    # ExecuTorch's ETDump reader copies the ETDump aside as schema.bin: keep the original
+    paths = sorted((p for p in case_dir.rglob("*") if p.is_file()), key=lambda p: (
+        p.name.endswith("schema.bin"), str(p)))  # fmt: skip
+    for path in paths:
+        kind, digest = kind_of(path), _sha256(path)
+        if kind is None or (kind == "etdump" and digest in seen):
+            continue
+        found.append((path, kind))
+        seen.add(digest)
+    found.sort(key=lambda pair: str(pair[0]))
     end = _tensor_bytes_end([p for p, k in found if k == "etdump"])
     files = []
     for path, kind in found:

@@ -211,9 +211,12 @@ def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], 
     if len(rts) == len(refs):
         pairs = list(zip(range(len(rts)), rts, refs, strict=True))
     elif len(refs) == 1 and isinstance(refs[0], torch.Tensor):  # e.g. native_layer_norm's 3
-        shape = tuple(refs[0].shape)
+        # the runtime op's output of the reference's shape and kind: native_dropout's value,
+        # never its bool mask of the same shape
+        shape, floating = tuple(refs[0].shape), refs[0].is_floating_point()
         same = [t for t in rts if isinstance(t, torch.Tensor) and tuple(t.shape) == shape]
-        pairs = [(0, (same or rts)[-1], refs[0])]
+        kind = [t for t in same if t.is_floating_point() == floating]
+        pairs = [(0, (kind or same or rts)[-1], refs[0])]
     elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
         match = [
             i

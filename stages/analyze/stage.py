@@ -24,10 +24,10 @@ from stages.analyze.compare.verdict import (
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
-from stages.analyze.link.linking import ProgramIndex, check_same_program
-from stages.analyze.link.methods import MethodPart, method_parts, unanalysed_warning
 from stages.analyze.link.input_warnings import input_warnings
+from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.metadata_parsers import resolve_parser
+from stages.analyze.link.methods import MethodPart, method_parts, unanalysed_warning
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,

@@ -292,7 +292,10 @@ def check_program_targets(program: torch.export.ExportedProgram, what: str) -> N
             target = node.target
             if isinstance(target, torch._ops.HigherOrderOperator):
                 continue
-            if isinstance(target, torch._ops.OpOverload) and target.namespace in OPERATOR_NAMESPACES:
+            if (
+                isinstance(target, torch._ops.OpOverload)
+                and target.namespace in OPERATOR_NAMESPACES
+            ):
                 continue
             if target in BUILTIN_OPS:
                 continue

@@ -112,7 +112,7 @@ def _lower_and_run(
     from executorch.exir import to_edge_transform_and_lower
 
     exported = {name: torch.export.export(m, args) for name, (m, args) in programs.items()}
-    single = list(exported.values())[0] if len(exported) == 1 else exported
+    single = next(iter(exported.values())) if len(exported) == 1 else exported
     edge = to_edge_transform_and_lower(single, partitioner=partitioner, generate_etrecord=True)
     program = edge.to_executorch()
     etrecord = program.get_etrecord()

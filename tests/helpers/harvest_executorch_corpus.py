@@ -54,9 +54,7 @@ def kind_of(path: Path) -> str | None:
             return None
     if ETDUMP_IDENTIFIER in (head[4:8], head[8:12]):
         return "etdump"
-    if "debug" in path.name and path.suffix.startswith(".bin") or ".bin.removed" in path.name:
-        return "debug_buffer" if "debug" in path.name else None
-    return None
+    return "debug_buffer" if "debug" in path.name and ".bin" in path.name else None
 
 
 def _sha256(path: Path) -> str:
@@ -73,7 +71,7 @@ def run_wheel_tests(keep_root: Path) -> int:
     )
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-        "-p", "tests.helpers.keep_temp_files", "-o", "addopts=", "-x" if False else "-q",
+        "-p", "tests.helpers.keep_temp_files", "-o", "addopts=",
         "-k", WHEEL_TEST_FILTER, "--rootdir", str(keep_root), *targets,
     ]  # fmt: skip
     done = subprocess.run(
@@ -157,7 +155,9 @@ def harvest(out: Path, include_wheel_tests: bool = True) -> dict[str, Any]:
         if include_wheel_tests:
             exit_code = run_wheel_tests(keep_root)
             for test_dir in sorted(p for p in keep_root.iterdir() if p.is_dir()):
-                entry = _collect(test_dir, out, test_dir.name, f"executorch wheel test {test_dir.name}")
+                entry = _collect(
+                    test_dir, out, test_dir.name, f"executorch wheel test {test_dir.name}"
+                )
                 if entry:
                     cases.append(entry)
         for name, make in CASES.items():

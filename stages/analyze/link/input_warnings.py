@@ -15,7 +15,9 @@ def input_warnings(
     warnings = []
     events = [e for b in dump.run_data for e in b.events]
     profiled = [
-        e for e in events if e.profile_event is not None and e.profile_event.name not in STAMP_EVENTS
+        e
+        for e in events
+        if e.profile_event is not None and e.profile_event.name not in STAMP_EVENTS
     ]
     if not profiled:
         logged = sum(e.debug_event is not None for e in events)

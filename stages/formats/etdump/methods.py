@@ -42,7 +42,9 @@ def _signature(block: RunData) -> tuple[object, ...]:
             events.append((pe.name, pe.instruction_id, pe.delegate_debug_id_int,
                            pe.delegate_debug_id_str))  # fmt: skip
         elif de is not None:
-            events.append(("", de.instruction_id, de.delegate_debug_id_int, de.delegate_debug_id_str))
+            events.append(
+                ("", de.instruction_id, de.delegate_debug_id_int, de.delegate_debug_id_str)
+            )
     return (block.name, tuple(events))
 
 

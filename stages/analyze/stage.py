@@ -295,6 +295,22 @@ def _compare(
     return flows, not_evaluated, verdict, gaps
 
 
+def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
+    """Event rows per method (instruction ids overlap across methods); only the method the
+    ETRecord describes is linked through it."""
+    return [
+        row
+        for part in linked.methods
+        for row in build_event_rows(
+            part.dump,
+            linked.index if part.analysed else ProgramIndex.empty(),
+            linked.parser,
+            time_unit,
+            part.name,
+        )
+    ]
+
+
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
 def run_analyze(
     cfg: AnalyzeConfig,
@@ -312,17 +328,7 @@ def run_analyze(
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
 
     # Link: events and their stats.
-    event_rows = [
-        row
-        for part in linked.methods
-        for row in build_event_rows(
-            part.dump,
-            index if part.analysed else ProgramIndex.empty(),
-            linked.parser,
-            cfg.time_unit,
-            part.name,
-        )
-    ]
+    event_rows = _event_rows(linked, cfg.time_unit)
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
 

@@ -217,3 +217,134 @@ def test_every_etrecord_loads_or_is_refused_for_its_real_cause(corpus: Path) -> 
                 )
     assert not problems, "\n".join(problems)
     assert loaded >= len(records) // 2
+
+
+def _analyse(
+    corpus: Path, case: str, out: Path, etrecord: bool = True, buffer: bool = True
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Our analysis of one public-API case: summary, events and gap rows."""
+    from stages.analyze.config import AnalyzeConfig
+    from stages.analyze.stage import run_analyze
+
+    folder = corpus / case
+    out.mkdir(parents=True, exist_ok=True)
+    run_analyze(
+        AnalyzeConfig(),
+        folder / "etdump.etdp",
+        folder / "debug_buffer.bin" if buffer else None,
+        folder / "etrecord.bin" if etrecord else None,
+        out,
+    )
+    with (out / "events.csv").open() as fh:
+        events = list(csv.DictReader(fh))
+    with (out / "numeric_gap.csv").open() as fh:
+        gaps = list(csv.DictReader(fh))
+    return json.loads((out / "summary.json").read_text()), events, gaps
+
+
+def test_pt2e_int8_through_xnnpack_is_analysed_at_int8(corpus: Path, tmp_path: Path) -> None:
+    summary, _, gaps = _analyse(corpus, "api_quantized_xnnpack", tmp_path)
+    assert summary["precision"] == "int8"
+    assert summary["verdict"] == "pass" and summary["compared_outputs"] >= 1
+    op_types = {t for g in gaps for t in json.loads(g["op_types"])}
+    assert "quantized_decomposed.dequantize_per_tensor.default" in op_types
+    portable, _, gaps = _analyse(corpus, "api_quantized_portable", tmp_path / "portable")
+    assert portable["precision"] == "int8" and portable["verdict"] == "pass"
+    assert {json.loads(g["op_names"])[0] for g in gaps} >= {"linear", "dequantize_per_tensor"}
+
+
+def test_every_output_of_a_two_output_delegate_call_is_compared(
+    corpus: Path, tmp_path: Path
+) -> None:
+    _, _, gaps = _analyse(corpus, "api_two_output_delegate", tmp_path)
+    assert [(g["output_index"], g["status"]) for g in gaps] == [("0", "ok"), ("1", "ok")]
+    assert all(float(g["snr"]) > 100 for g in gaps)  # each against its own node (add, mul)
+
+
+def test_native_dropout_value_is_compared_with_the_value_and_the_mask_with_the_mask(
+    corpus: Path, tmp_path: Path
+) -> None:
+    _, _, gaps = _analyse(corpus, "api_dropout_portable", tmp_path)
+    dropout = [g for g in gaps if json.loads(g["op_names"]) == ["native_dropout"]]
+    assert [(g["runtime_dtype"], g["comparison"], g["status"]) for g in dropout] == [
+        ("float32", "float", "ok"),
+        ("bool", "exact", "ok"),
+    ]
+
+
+def test_batchnorm_empty_outputs_at_offset_minus_one_read_as_empty(
+    corpus: Path, tmp_path: Path
+) -> None:
+    summary, _, gaps = _analyse(corpus, "api_batchnorm_portable", tmp_path)
+    assert summary["verdict"] == "pass"
+    assert any(json.loads(g["op_names"]) == ["batch_norm"] and g["status"] == "ok" for g in gaps)
+
+
+def test_one_flat_tuple_of_inputs_is_one_sample(corpus: Path, tmp_path: Path) -> None:
+    summary, _, gaps = _analyse(corpus, "api_flat_tuple_inputs", tmp_path)
+    assert summary["verdict"] == "pass"
+    assert gaps and all(g["samples"] == "1" for g in gaps)
+
+
+def test_two_methods_are_kept_apart_and_named(corpus: Path, tmp_path: Path) -> None:
+    summary, events, gaps = _analyse(corpus, "api_two_methods", tmp_path)
+    assert summary["methods"] == ["forward", "decode"]
+    by_method = {m: [e for e in events if e["method"] == m] for m in ("forward", "decode")}
+    assert {e["event_name"] for e in by_method["decode"]} >= {"native_call_sigmoid.out"}
+    assert "native_call_sigmoid.out" not in {e["event_name"] for e in by_method["forward"]}
+    assert all(e["op_names"] == "[]" for e in by_method["decode"])  # not linked to forward's ops
+    assert [json.loads(g["op_names"]) for g in gaps] == [["tanh"], ["add"]]
+    assert any("analyses 'forward'" in w and "decode" in w for w in summary["warnings"])
+    # without an ETRecord: never merged, named by load order
+    bare, events, _ = _analyse(corpus, "api_two_methods", tmp_path / "bare", etrecord=False)
+    executes = [e for e in events if e["event_name"] == "Method::execute"]
+    assert [(e["method"], e["count"]) for e in executes] == [("method 1", "2"), ("method 2", "2")]
+    assert bare["program_identity"]["status"] == "no_etrecord"
+
+
+def test_a_truncated_executorch_etrecord_is_named_truncated(corpus: Path, tmp_path: Path) -> None:
+    from stages.formats.etrecord import ETRecord
+    from stages.formats.etrecord_types import ETRecordError
+
+    data = (corpus / "api_two_methods" / "etrecord.bin").read_bytes()
+    cut = tmp_path / "etrecord.bin"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ETRecordError) as caught:
+        ETRecord.load(cut)
+    message = str(caught.value)
+    assert str(cut) in message and ("truncated" in message or "not a readable zip" in message)
+    assert "reference_program.pt2" not in message  # our format's members are not the cause
+
+
+def test_an_etdump_without_profiling_events_and_an_etrecord_linking_nothing_are_warned(
+    corpus: Path, tmp_path: Path
+) -> None:
+    from stages.analyze.config import AnalyzeConfig
+    from stages.analyze.stage import run_analyze
+    from stages.formats.etdump import ETDumpData, RunData, read_etdump, write_etdump
+
+    dump = read_etdump(corpus / "api_batchnorm_portable" / "etdump.etdp")
+    only_debug = ETDumpData(
+        dump.version,
+        [
+            RunData(
+                b.name,
+                b.bundled_input_index,
+                b.allocators,
+                [e for e in b.events if e.debug_event is not None],
+            )  # fmt: skip
+            for b in dump.run_data
+        ],
+    )
+    etdump = tmp_path / "debug_only.etdp"
+    write_etdump(etdump, only_debug)
+    unlinked = next(
+        p for c, p in files_of_kind(corpus, "etrecord") if "add_exported_program_and_save" in c
+    )
+    (tmp_path / "out").mkdir()
+    run_analyze(AnalyzeConfig(), etdump, None, unlinked, tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    warnings_text = " ".join(summary["warnings"])
+    assert "holds no profiling events" in warnings_text and str(etdump) in warnings_text
+    assert "links nothing" in warnings_text and str(unlinked) in warnings_text
+    assert summary["program_identity"]["status"] == "unproven"

@@ -332,7 +332,7 @@ def test_an_etdump_without_profiling_events_and_an_etrecord_linking_nothing_are_
                 b.bundled_input_index,
                 b.allocators,
                 [e for e in b.events if e.debug_event is not None],
-            )  # fmt: skip
+            )
             for b in dump.run_data
         ],
     )

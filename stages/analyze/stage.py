@@ -296,11 +296,11 @@ def _compare(
 
 
 def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
-    """Event rows per method (instruction ids overlap across methods); only the method the
-    ETRecord describes is linked through it."""
+    """Event rows per method (instruction ids overlap across methods), the analysed method's
+    first; only the method the ETRecord describes is linked through it."""
     return [
         row
-        for part in linked.methods
+        for part in sorted(linked.methods, key=lambda p: not p.analysed)  # analysed first
         for row in build_event_rows(
             part.dump,
             linked.index if part.analysed else ProgramIndex.empty(),

@@ -160,7 +160,10 @@ def render_report(
     columns = list(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
     parts.append(_table(gaps, columns, limit=400))
     parts.append(f"<h2>Events (times in {unit})</h2>")
-    parts.append(_table(events, EVENT_COLUMNS, limit=400))
+    several = len(summary.get("methods") or []) > 1  # a program with several methods
+    parts.append(
+        _table(events, ["method", *EVENT_COLUMNS] if several else EVENT_COLUMNS, limit=400)
+    )
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -104,7 +104,10 @@ def latency_ms(
     rows: list[EventRow], time_unit: str
 ) -> tuple[float | None, float | None, float | None]:
     """p50/p90 of Method::execute in ms (rows hold `time_unit`) and the delegated share of it."""
-    method = [r for r in rows if r.event_name == METHOD_EVENT and r.durations]
+    analysed = rows[0].method if rows else ""  # several methods: the analysed one comes first
+    method = [
+        r for r in rows if r.event_name == METHOD_EVENT and r.durations and r.method == analysed
+    ]
     if not method:
         return None, None, None
     main = max(method, key=lambda r: len(r.durations))
@@ -112,7 +115,9 @@ def latency_ms(
     delegate = sum(
         r.stat("p50")
         for r in rows
-        if r.event_name == DELEGATE_CALL_EVENT and r.event_block_name == main.event_block_name
+        if r.event_name == DELEGATE_CALL_EVENT
+        and r.event_block_name == main.event_block_name
+        and r.method == analysed
     )
     per_ms = unit_factor(time_unit)
     return p50 / per_ms, p90 / per_ms, (delegate / p50 if p50 > 0 else None)

@@ -27,7 +27,13 @@ from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, eve
 from stages.analyze.link.input_warnings import input_warnings
 from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.metadata_parsers import resolve_parser
-from stages.analyze.link.methods import MethodPart, method_parts, unanalysed_warning
+from stages.analyze.link.methods import (
+    MethodPart,
+    absent_method_warning,
+    analysed_method_absent,
+    method_parts,
+    unanalysed_warning,
+)
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,
@@ -200,12 +206,16 @@ def _load_and_link(
     methods = [str(m) for m in info.get("methods", [])]
     parts = method_parts(inputs.etdump, index, method, methods)
     warnings = unanalysed_warning(parts, method, methods)
+    warnings += input_warnings(inputs.etdump, index, str(etdump), str(etrecord), record is not None)
+    if index.linked and analysed_method_absent(parts, index, methods):
+        warnings.append(absent_method_warning(str(etrecord), method, methods, len(parts)))
+        parts = [MethodPart(f"method {i + 1}", p.dump, True) for i, p in enumerate(parts)]
+        index = ProgramIndex.empty()
     if index.linked:  # link, prove and compare the ETRecord's method only
         inputs = replace(inputs, etdump=next(p.dump for p in parts if p.analysed))
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
     files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
     identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files, record is not None)
-    warnings += input_warnings(inputs.etdump, index, str(etdump), str(etrecord), record is not None)
     program = None
     if identity.status == UNPROVEN and record is not None:  # check what can be checked
         program = record.exported_program()

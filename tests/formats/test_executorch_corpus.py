@@ -348,3 +348,28 @@ def test_an_etdump_without_profiling_events_and_an_etrecord_linking_nothing_are_
     assert "holds no profiling events" in warnings_text and str(etdump) in warnings_text
     assert "links nothing" in warnings_text and str(unlinked) in warnings_text
     assert summary["program_identity"]["status"] == "unproven"
+
+
+def test_an_etdump_of_another_method_is_not_called_another_program(
+    corpus: Path, tmp_path: Path
+) -> None:
+    from stages.analyze.config import AnalyzeConfig
+    from stages.analyze.stage import run_analyze
+    from stages.formats.etdump import ETDumpData, read_etdump, write_etdump
+    from stages.formats.etdump.methods import method_ordinals
+
+    folder = corpus / "api_two_methods"
+    dump = read_etdump(folder / "etdump.etdp")
+    decode_only = ETDumpData(
+        dump.version,
+        [b for b, o in zip(dump.run_data, method_ordinals(dump), strict=True) if o == 1],
+    )
+    etdump = tmp_path / "decode.etdp"
+    write_etdump(etdump, decode_only)
+    (tmp_path / "out").mkdir()
+    run_analyze(AnalyzeConfig(), etdump, None, folder / "etrecord.bin", tmp_path / "out")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    (warning,) = summary["warnings"]  # no "links nothing": the ETRecord does link, forward
+    assert "'forward'" in warning and "forward, decode" in warning
+    assert "another program" not in warning
+    assert summary["program_identity"]["status"] == "unproven"

@@ -4,7 +4,9 @@ An ETDump of a program with several methods (`forward` and `decode`) holds each 
 (`stages.formats.etdump.methods`); their instruction ids overlap, so events are never merged
 across methods. With an ETRecord, the part whose events all link and whose operator events name
 the ops at their instructions is the ETRecord's analysed method; the others are listed by their
-load order (`method 2`) with their events and timings only, and a warning says so.
+load order (`method 2`) with their events and timings only, and a warning says so. When the
+ETRecord records several methods and no part's kernels name its method's ops (the ETDump ran
+only `decode`), nothing is linked: another method, not another program.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ class MethodPart:
     analysed: bool
 
 
-def _fit(dump: ETDumpData, index: ProgramIndex) -> tuple[bool, int]:
-    """(every event links, how many operator events name an op at their instruction)."""
-    links, named = True, 0
+def _fit(dump: ETDumpData, index: ProgramIndex) -> tuple[bool, int, int]:
+    """(every event links, how many kernel events name an op at their instruction, how many
+    kernel events there are)."""
+    links, named, kernels = True, 0, 0
     for block in dump.run_data:
         for event in block.events:
             pe = event.profile_event
@@ -43,13 +46,16 @@ def _fit(dump: ETDumpData, index: ProgramIndex) -> tuple[bool, int]:
             if link is None:
                 links = False
                 continue
+            if pe.name in ("OPERATOR_CALL", "DELEGATE_CALL") or ident is not None:
+                continue
+            kernels += 1
             match = _KERNEL_NAME.match(pe.name)
             op = match.group("op") if match else pe.name
             types = [
                 t for h in link.debug_handles for t in getattr(index.handles.get(h), "op_types", ())
             ]
             named += any(f".{op}." in f".{t}." or t.split(".")[-2:-1] == [op] for t in types)
-    return links, named
+    return links, named, kernels
 
 
 def method_parts(
@@ -84,3 +90,24 @@ def unanalysed_warning(parts: list[MethodPart], method: str, methods: list[str])
         f"{recorded}: the events of {', '.join(others)} are listed in events.csv with their "
         "timings but are not linked to ops or compared"
     ]
+
+
+def analysed_method_absent(
+    parts: list[MethodPart], index: ProgramIndex, methods: list[str]
+) -> bool:
+    """The ETRecord records several methods and none of the ETDump's parts is the one its view
+    describes (the ETDump ran `decode` only): another method, not another program."""
+    analysed = next((p for p in parts if p.analysed), None)
+    if len(methods) < 2 or analysed is None:
+        return False
+    links, named, kernels = _fit(analysed.dump, index)
+    # instruction ids overlap across methods: kernels naming none of the ops there are another's
+    return not links or (kernels > 0 and named == 0)
+
+
+def absent_method_warning(etrecord: str, method: str, methods: list[str], ran: int) -> str:
+    return (
+        f"none of the {ran} method(s) the ETDump ran is {method!r}, the method of {etrecord} "
+        f"this analysis links (it records {', '.join(methods)}): their events are listed with "
+        "their timings, not linked to ops or compared"
+    )

@@ -148,8 +148,9 @@ def prove_identity(
         return ProgramIdentity(
             UNPROVEN,
             (
-                f"{files.etrecord} links nothing (its reference program carries no debug "
-                "handles), so the ETDump cannot be checked against it",
+                f"{files.etrecord} links none of the ETDump's events (its reference program "
+                "carries no debug handles, or describes another method), so the ETDump cannot "
+                "be checked against it",
             ),
         )
     if not index.linked:

@@ -32,7 +32,9 @@ WHEEL_TESTS = (
     "devtools/inspector/tests/inspector_test.py",
     "extension/llm/custom_ops/test_gated_delta.py::GatedDeltaRuleTest",
 )
-WHEEL_TEST_FILTER = "etdump or etrecord or ETRecord or numeric_gap or intermediate or Inspector"
+WHEEL_TEST_FILTER = (
+    "etdump or etrecord or ETRecord or numeric_gap or intermediate or Inspector or pte_execution"
+)
 PYTEST_TIMEOUT_SECONDS = 900
 
 

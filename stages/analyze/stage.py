@@ -198,7 +198,7 @@ def _load_and_link(
     cfg: AnalyzeConfig, etdump: Path, debug_buffer: Path | None, etrecord: Path | None
 ) -> _Linked:
     """Load the files, refuse a foreign pairing, and prove (or check) program identity."""
-    inputs = load_inputs(etdump, debug_buffer, etrecord)
+    inputs = load_inputs(etdump, debug_buffer, etrecord, cfg.method)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
     info = record.lowering_info if record is not None else {}
@@ -366,6 +366,7 @@ def run_analyze(
     summary["control_flow"] = [f.record() for f in flows]
     summary["warnings"] = linked.warnings + _fault_warnings(record, flows, linked.program)
     summary["methods"] = [p.name for p in linked.methods if p.name]
+    summary["method"] = next((p.name for p in linked.methods if p.analysed and index.linked), "")
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

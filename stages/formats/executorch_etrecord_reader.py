@@ -28,9 +28,9 @@ UNSET_DEBUG_HANDLE = 0  # ExecuTorch marks nodes the edge program dropped with h
 NS_PER_MS = 1e6
 
 
-def read_executorch_etrecord(data: bytes, what: str) -> dict[str, Any]:
+def read_executorch_etrecord(data: bytes, what: str, method: str | None = None) -> dict[str, Any]:
     """The fields of the analysis view (`ETRecord`) of an ExecuTorch ETRecord whose bytes
-    passed the safety check."""
+    passed the safety check, for `method` (default: forward, else its first method)."""
     try:
         from executorch.devtools import parse_etrecord
     except ImportError as exc:
@@ -42,7 +42,12 @@ def read_executorch_etrecord(data: bytes, what: str) -> dict[str, Any]:
     except Exception as exc:  # ExecuTorch raises RuntimeError, KeyError, SerializeError, ...
         raise ETRecordError(f"{what}: ExecuTorch could not parse its ETRecord ({exc})") from exc
     methods = recorded_methods(parsed)
-    method = METHOD if METHOD in methods or not methods else methods[0]
+    if method is not None and method not in methods:
+        raise ETRecordError(
+            f"{what} records no method {method!r} (it records {', '.join(methods) or 'none'}); "
+            "set analyze.method to one of them"
+        )
+    method = method or (METHOD if METHOD in methods or not methods else methods[0])
     program, graph_name = _reference_program(parsed, what, method)
     samples = samples_as_inspector_reads(parsed._representative_inputs, _user_inputs(program))
     view = _view(parsed, program, graph_name, samples, data, method)
@@ -66,12 +71,14 @@ def _reference_program(
     parsed: Any, what: str, method: str
 ) -> tuple[torch.export.ExportedProgram, str]:
     """ATen program with the edge program's handles carried back, else the edge program."""
-    edge = parsed.edge_dialect_program
+    edge = edge_all = parsed.edge_dialect_program
     if isinstance(edge, dict):
         edge = edge.get(method)
     aten = parsed.exported_program
     if isinstance(aten, dict):  # a multi-method program records one per method
         aten = aten.get(method)
+    elif method != METHOD and isinstance(edge_all, dict):  # one ATen program: forward's
+        aten = None
     if aten is not None and edge is not None and _carried_back(aten, parsed, edge):
         return _clean_handles(aten), "exported_program"
     if edge is None:

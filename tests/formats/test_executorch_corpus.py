@@ -373,3 +373,39 @@ def test_an_etdump_of_another_method_is_not_called_another_program(
     assert "'forward'" in warning and "forward, decode" in warning
     assert "another program" not in warning
     assert summary["program_identity"]["status"] == "unproven"
+
+
+def test_each_method_is_analysed_when_named(corpus: Path, tmp_path: Path) -> None:
+    from stages.analyze.config import AnalyzeConfig
+    from stages.analyze.stage import run_analyze
+    from stages.formats.etrecord import ETRecord
+    from stages.formats.etrecord_types import ETRecordError
+
+    folder = corpus / "api_two_methods"
+    results = {}
+    for method in ("forward", "decode"):
+        out = tmp_path / method
+        out.mkdir()
+        run_analyze(
+            AnalyzeConfig(method=method),
+            folder / "etdump.etdp",
+            folder / "debug_buffer.bin",
+            folder / "etrecord.bin",
+            out,
+        )
+        summary = json.loads((out / "summary.json").read_text())
+        with (out / "numeric_gap.csv").open() as fh:
+            ops = [json.loads(g["op_names"]) for g in csv.DictReader(fh)]
+        with (out / "events.csv").open() as fh:
+            linked = {e["method"] for e in csv.DictReader(fh) if e["op_names"] != "[]"}
+        results[method] = (summary["method"], summary["verdict"], ops, linked)
+    assert results["forward"] == ("forward", "pass", [["tanh"], ["add"]], {"forward"})
+    # decode is compared against its edge program: ExecuTorch records one ATen program (forward's)
+    assert results["decode"] == (
+        "decode",
+        "pass",
+        [["aten_sigmoid_default"], ["aten_mul_tensor"]],
+        {"decode"},
+    )
+    with pytest.raises(ETRecordError, match=r"no method 'encode' \(it records forward, decode\)"):
+        ETRecord.load(folder / "etrecord.bin", "encode")

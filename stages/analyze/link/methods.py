@@ -88,7 +88,7 @@ def unanalysed_warning(parts: list[MethodPart], method: str, methods: list[str])
     return [
         f"the ETDump holds {len(parts)} methods; the ETRecord's view analyses {method!r}"
         f"{recorded}: the events of {', '.join(others)} are listed in events.csv with their "
-        "timings but are not linked to ops or compared"
+        "timings but are not linked to ops or compared (analyze.method=NAME analyses another)"
     ]
 
 
@@ -109,5 +109,5 @@ def absent_method_warning(etrecord: str, method: str, methods: list[str], ran: i
     return (
         f"none of the {ran} method(s) the ETDump ran is {method!r}, the method of {etrecord} "
         f"this analysis links (it records {', '.join(methods)}): their events are listed with "
-        "their timings, not linked to ops or compared"
+        "their timings, not linked to ops or compared (analyze.method=NAME analyses another)"
     )

@@ -128,11 +128,14 @@ def clean(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
-    """Op events of the timed blocks (not load/init, not the method or delegate wrappers)."""
+    """Op events of the timed blocks (not load/init, not the method or delegate wrappers) of
+    the analysed method (listed first when a program has several)."""
+    analysed = events[0].get("method", "") if events else ""
     ops = [
         e
         for e in events
-        if e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
+        if e.get("method", "") == analysed
+        and e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
         and e["event_block_name"] != LOAD_BLOCK
         and (e["debug_handles"] or e["is_delegated_op"] or e["instruction_id"] >= 0)
     ]

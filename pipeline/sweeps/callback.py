@@ -100,10 +100,21 @@ class SweepTracking(Callback):
             failed_runs = self._finish_parent(sweep_dir, failed=bool(failed))
             failed = failed or failed_runs
         else:
-            jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
-            print(f"\n== sweep: {jobs} jobs, {len(failed)} failed (not tracked) ==", flush=True)
+            self._compare_job_dirs(sweep_dir, len(failed))
         if failed:
             raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}")
+
+    @staticmethod
+    def _compare_job_dirs(sweep_dir: Path, failed: int) -> None:
+        """Tracking off: the comparison is read from the job dirs and written beside them."""
+        from pipeline.sweeps.comparison import compare_sources  # torch: only when a sweep ends
+        from pipeline.sweeps.run_sources import sweep_dir_sources
+
+        sources = sweep_dir_sources(sweep_dir)
+        out_dir = sweep_dir / "comparison"
+        comparison = compare_sources(sources, out_dir)
+        print(f"\n== sweep: {len(sources)} jobs, {failed} failed (not tracked) ==")
+        print(f"{comparison.text}\ncomparison: {out_dir}", flush=True)
 
     def _finish_parent(self, sweep_dir: Path, failed: bool) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the

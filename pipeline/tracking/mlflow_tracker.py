@@ -48,6 +48,7 @@ class Tracker(Protocol):
     def log_artifacts(self, files: Sequence[Path], artifact_dir: str) -> None: ...
     def log_table(self, csv_path: Path, artifact_file: str) -> None: ...
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
+    def log_params(self, params: Mapping[str, str]) -> None: ...
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None: ...
     def describe(self) -> str: ...
 
@@ -72,6 +73,9 @@ class NullTracker:
         return None
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
+        return None
+
+    def log_params(self, params: Mapping[str, str]) -> None:
         return None
 
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
@@ -258,6 +262,14 @@ class MlflowTracker:
         if self.run_id is None or not tags:
             return
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Params decided while the run goes on (e.g. each stage's torch thread count)."""
+        from mlflow.entities import Param
+
+        if self.run_id is None or not params:
+            return
+        self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
 
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
         """End the run: FINISHED, FAILED, or KILLED when a person interrupted it."""

@@ -26,6 +26,14 @@ from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fau
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.input_warnings import input_warnings
 from stages.analyze.link.linking import ProgramIndex, check_same_program
+from stages.analyze.link.map_check import (
+    MapCheck,
+    check_runtime_maps,
+    log_findings,
+    map_not_evaluated,
+    unobserved_inputs_note,
+    whole_partition_divergence,
+)
 from stages.analyze.link.metadata_parsers import resolve_parser
 from stages.analyze.link.methods import (
     MethodPart,
@@ -50,6 +58,7 @@ from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_re
 from stages.analyze.report.trace_export import build_trace, write_trace
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
+from stages.formats.delegate_map_findings import ERROR, MAP_CHECK_KEY
 from stages.formats.paused_gc import paused_gc
 
 TOP_OPS_SVG = "top_ops_p50.svg"
@@ -81,13 +90,16 @@ def _numeric_gap(
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
+    map_check: MapCheck | None = None,
 ) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None]:
     """Gap rows and cond records, or none and why they cannot be computed."""
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
         return [], [], blocker
-    outputs = runtime_outputs(inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path))
+    outputs = runtime_outputs(
+        inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path), map_check
+    )
     if not outputs:
         return [], [], no_outputs(inputs)
     _, rows, flows = numeric_gap_and_flow(
@@ -162,6 +174,12 @@ def _metrics(summary: dict[str, Any], verdict: Verdict, gap_seconds: float) -> d
         "diverged_outputs": float(verdict.diverged_rows),
         "partitions": float(summary["partitions"]),
         "numeric_gap_seconds": gap_seconds,
+        "delegate_map_errors": float(
+            sum(f["severity"] == ERROR for f in summary.get(MAP_CHECK_KEY, []))
+        ),
+        "delegate_map_warnings": float(
+            sum(f["severity"] != ERROR for f in summary.get(MAP_CHECK_KEY, []))
+        ),
     }
     first = summary["first_divergence"] or {}
     optional = {
@@ -190,6 +208,7 @@ class _Linked:
     identity: Any
     program: ExportedProgram | None
     parser: Any
+    map_check: MapCheck = field(default_factory=MapCheck)
     methods: list[MethodPart] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -225,7 +244,9 @@ def _load_and_link(
         index.backend,
         record.lowering_info.get("backend_target") if record is not None else None,
     )
-    return _Linked(inputs, index, identity, program, parser, parts, warnings)
+    map_check = check_runtime_maps(inputs.etdump, index, record)
+    log_findings(map_check)
+    return _Linked(inputs, index, identity, program, parser, map_check, parts, warnings)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -293,7 +314,7 @@ def _compare(
 ) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
     gap_rows, flows, not_evaluated = _numeric_gap(
-        linked.inputs, linked.index, comparators, linked.program
+        linked.inputs, linked.index, comparators, linked.program, linked.map_check
     )
     reason = not_evaluated.why if not_evaluated is not None else ""
     verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
@@ -319,6 +340,22 @@ def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
             part.name,
         )
     ]
+
+
+def _add_map_check(
+    summary: dict[str, Any], linked: _Linked, verdict: Verdict, unused: NotEvaluated | None
+) -> None:
+    """The delegate map findings, what they kept out of the numeric gap, and what they mean
+    for the first divergence (a whole partition, or unobserved inputs)."""
+    check = linked.map_check
+    summary[MAP_CHECK_KEY] = check.records()
+    first = whole_partition_divergence(check, linked.index, summary["first_divergence"])
+    row = verdict.first_divergence
+    unobserved_inputs_note(first, row.unobserved_inputs if row else ())
+    summary["first_divergence"] = first
+    # Without a numeric gap at all, what the map kept out of it is not worth listing.
+    items = [unused] if unused is not None else map_not_evaluated(check)
+    summary["not_evaluated"] = report_unused(items)
 
 
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
@@ -362,7 +399,7 @@ def run_analyze(
         cfg.top_k,
     )
     summary["program_identity"] = linked.identity.record()
-    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
+    _add_map_check(summary, linked, verdict, not_evaluated)
     summary["control_flow"] = [f.record() for f in flows]
     summary["warnings"] = linked.warnings + _fault_warnings(record, flows, linked.program)
     summary["methods"] = [p.name for p in linked.methods if p.name]

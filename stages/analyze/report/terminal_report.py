@@ -70,6 +70,12 @@ def format_terminal_report(summary_path: Path) -> str:
             lines.append(f"   at {first['source_line']}")
         if first.get("module_hierarchy"):
             lines.append(f"   module {first['module_hierarchy']}")
+        if first.get("note"):  # a partition compared as a whole, or unobserved inputs
+            lines.append(f"   note: {first['note']}")
+    findings = s.get("delegate_map_check") or []
+    if findings:
+        kinds = ", ".join(sorted({f"{f['kind']} ({f['severity']})" for f in findings}))
+        lines.append(f"delegate map check: {kinds}; see summary.json's delegate_map_check")
     slowest = s.get("slowest_ops", [])
     if slowest:
         lines.append(f"{'slowest ops':<50}{'p50 (' + unit + ')':>12}  backend")

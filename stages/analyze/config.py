@@ -59,3 +59,6 @@ class AnalyzeConfig:
         default_factory=lambda: {Precision.fp32: 60.0, Precision.fp16: 30.0, Precision.int8: 26.0}
     )
     top_k: int = 10
+    # The program method to link, compare and judge (an ExecuTorch program with several methods,
+    # e.g. decode); None: forward, else the ETRecord's only method.
+    method: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from stages.analyze.compare.verdict import (
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
+from stages.analyze.link.input_warnings import input_warnings
 from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.map_check import (
     MapCheck,
@@ -34,6 +35,13 @@ from stages.analyze.link.map_check import (
     whole_partition_divergence,
 )
 from stages.analyze.link.metadata_parsers import resolve_parser
+from stages.analyze.link.methods import (
+    MethodPart,
+    absent_method_warning,
+    analysed_method_absent,
+    method_parts,
+    unanalysed_warning,
+)
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,
@@ -210,6 +218,8 @@ class _Linked:
     parser: Any
     map_check: MapCheck = field(default_factory=MapCheck)
     recovery: RecoveryReport | None = None
+    methods: list[MethodPart] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _recover(
@@ -233,14 +243,26 @@ def _load_and_link(
     pte: Path | None = None,
 ) -> _Linked:
     """Load the files, refuse a foreign pairing, and prove (or check) program identity."""
-    inputs = load_inputs(etdump, debug_buffer, etrecord)
+    inputs = load_inputs(etdump, debug_buffer, etrecord, cfg.method)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
+    info = record.lowering_info if record is not None else {}
+    method = str(info.get("method", "")) if record is not None else ""
+    methods = [str(m) for m in info.get("methods", [])]
+    parts = method_parts(inputs.etdump, index, method, methods)
+    warnings = unanalysed_warning(parts, method, methods)
+    warnings += input_warnings(inputs.etdump, index, str(etdump), str(etrecord), record is not None)
+    if index.linked and analysed_method_absent(parts, index, methods):
+        warnings.append(absent_method_warning(str(etrecord), method, methods, len(parts)))
+        parts = [MethodPart(f"method {i + 1}", p.dump, True) for i, p in enumerate(parts)]
+        index = ProgramIndex.empty()
+    if index.linked:  # link, prove and compare the ETRecord's method only
+        inputs = replace(inputs, etdump=next(p.dump for p in parts if p.analysed))
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
     delegates_own = index
     index, recovery = _recover(index, inputs, etrecord, pte)
     files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
-    identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files)
+    identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files, record is not None)
     program = None
     if identity.status == UNPROVEN and record is not None:  # check what can be checked
         program = record.exported_program()
@@ -253,7 +275,7 @@ def _load_and_link(
     # The map check judges the delegates' own maps, never the analysis's recovered ones.
     map_check = check_runtime_maps(inputs.etdump, delegates_own, record)
     log_findings(map_check)
-    return _Linked(inputs, index, identity, program, parser, map_check, recovery)
+    return _Linked(inputs, index, identity, program, parser, map_check, recovery, parts, warnings)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -333,6 +355,22 @@ def _compare(
     return flows, not_evaluated, verdict, gaps
 
 
+def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
+    """Event rows per method (instruction ids overlap across methods), the analysed method's
+    first; only the method the ETRecord describes is linked through it."""
+    return [
+        row
+        for part in sorted(linked.methods, key=lambda p: not p.analysed)  # analysed first
+        for row in build_event_rows(
+            part.dump,
+            linked.index if part.analysed else ProgramIndex.empty(),
+            linked.parser,
+            time_unit,
+            part.name,
+        )
+    ]
+
+
 def _add_map_check(
     summary: dict[str, Any], linked: _Linked, verdict: Verdict, unused: NotEvaluated | None
 ) -> None:
@@ -367,7 +405,7 @@ def run_analyze(
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
 
     # Link: events and their stats.
-    event_rows = build_event_rows(inputs.etdump, index, linked.parser, cfg.time_unit)
+    event_rows = _event_rows(linked, cfg.time_unit)
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
 
@@ -396,7 +434,9 @@ def run_analyze(
         summary["xnnpack_recovery"] = linked.recovery.record()
     _add_map_check(summary, linked, verdict, not_evaluated)
     summary["control_flow"] = [f.record() for f in flows]
-    summary["warnings"] = _fault_warnings(record, flows, linked.program)
+    summary["warnings"] = linked.warnings + _fault_warnings(record, flows, linked.program)
+    summary["methods"] = [p.name for p in linked.methods if p.name]
+    summary["method"] = next((p.name for p in linked.methods if p.analysed and index.linked), "")
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

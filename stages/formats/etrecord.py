@@ -114,8 +114,9 @@ class ETRecord:
                 archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
 
     @classmethod
-    def load(cls, path: Path) -> ETRecord:
-        """Read and validate; every problem is an ETRecordError naming the file."""
+    def load(cls, path: Path, method: str | None = None) -> ETRecord:
+        """Read and validate; every problem is an ETRecordError naming the file. `method`: the
+        program method to read (ExecuTorch programs with several; this tool's have `forward`)."""
         path = Path(path)
         try:
             archive = BoundedZip(path, str(path))
@@ -129,21 +130,33 @@ class ETRecord:
             ) from exc
         with archive:
             try:
-                return cls._from_archive(archive, path)
+                return cls._from_archive(archive, path, method)
             except UnsafePayloadError as exc:
                 raise ETRecordError(str(exc)) from exc
             except (EOFError, KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise ETRecordError(f"{path}: corrupt ETRecord member ({exc})") from exc
 
     @classmethod
-    def _from_archive(cls, archive: BoundedZip, path: Path) -> ETRecord:
+    def _from_archive(cls, archive: BoundedZip, path: Path, method: str | None = None) -> ETRecord:
         names = set(archive.names())
         if VERSION_MEMBER not in names and is_executorch_etrecord(archive.names()):
             verify_executorch_etrecord(archive, str(path))
             from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
 
-            return cls(**read_executorch_etrecord(repack_stored(archive), str(path)))
+            return cls(**read_executorch_etrecord(repack_stored(archive), str(path), method))
+        if method not in (None, "forward"):
+            raise ETRecordError(
+                f"{path} records one method, 'forward' (this tool's ETRecord); "
+                f"analyze.method={method!r} names none of it"
+            )
         missing = [m for m in _REQUIRED if m not in names]
+        if len(missing) == len(_REQUIRED):  # no member of ours: not this format at all
+            shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+            raise ETRecordError(
+                f"{path}: not an ETRecord: the zip has neither ExecuTorch's marker member "
+                f"ETRECORD_V0 nor this tool's {VERSION_MEMBER} (it holds {shown}); a truncated "
+                "or partly copied file reads like this: write or copy it again"
+            )
         if missing:
             raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
         marker = _json(archive, VERSION_MEMBER, path)

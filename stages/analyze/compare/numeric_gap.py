@@ -224,9 +224,12 @@ def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], 
     if len(rts) == len(refs):
         pairs = list(zip(range(len(rts)), rts, refs, strict=True))
     elif len(refs) == 1 and isinstance(refs[0], torch.Tensor):  # e.g. native_layer_norm's 3
-        shape = tuple(refs[0].shape)
+        # the runtime op's output of the reference's shape and kind: native_dropout's value,
+        # never its bool mask of the same shape
+        shape, floating = tuple(refs[0].shape), refs[0].is_floating_point()
         same = [t for t in rts if isinstance(t, torch.Tensor) and tuple(t.shape) == shape]
-        pairs = [(0, (same or rts)[-1], refs[0])]
+        kind = [t for t in same if t.is_floating_point() == floating]
+        pairs = [(0, (kind or same or rts)[-1], refs[0])]
     elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
         match = [
             i
@@ -288,6 +291,29 @@ def _substitutions(
                 for v, r in zip(value, ref, strict=True)
             )
     return subst
+
+
+def group_outputs(group: GapGroup) -> list[torch.fx.Node]:
+    """The group's nodes whose values leave it (used by a node outside, or a graph output), in
+    graph order: what a delegate call with several outputs returns."""
+    members = set(group.nodes)
+    return [
+        n
+        for n in group.nodes
+        if isinstance(n.meta.get("val"), torch.Tensor)
+        and any(user not in members for user in n.users)
+    ]
+
+
+def _multi_output_nodes(group: GapGroup, runtime: Value, reference: Any) -> list[torch.fx.Node]:
+    """For a call logging k > 1 outputs whose anchor is not a k-output op (a delegate call
+    returning several of its ops' values), the k group nodes they are; else none."""
+    if not isinstance(runtime, list) or len(runtime) < 2:
+        return []
+    if isinstance(reference, list | tuple) and len(reference) == len(runtime):
+        return []  # a multi-output op (native_dropout's value and mask): output i is output i
+    leaving = group_outputs(group)
+    return leaving if len(leaving) == len(runtime) else []
 
 
 def _partition_outputs(
@@ -352,6 +378,7 @@ def _rerun(
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
+    outputs: Sequence[torch.fx.Node] = (),
 ) -> tuple[Any, Any]:
     """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
     the anchor's first argument (what an index op ranked). `fixed` values stand for member
@@ -381,7 +408,10 @@ def _rerun(
     if group.anchor is None:
         return None, None
     first = group.anchor.args[0] if group.anchor.args else None
-    return local[group.anchor], lookup(first) if isinstance(first, torch.fx.Node) else None
+    ranked = lookup(first) if isinstance(first, torch.fx.Node) else None
+    if outputs:
+        return [local[n] for n in outputs], ranked
+    return local[group.anchor], ranked
 
 
 def _compare(
@@ -473,12 +503,16 @@ def _collect_group(
     anchor = group.anchor
     if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
         return
-    pairs, status = _pairs(runtime, env.get(anchor))
+    reference = env.get(anchor)
+    several = _multi_output_nodes(group, runtime, reference)
+    if several:  # each output of the call against the node it is
+        reference = [env.get(n) for n in several]
+    pairs, status = _pairs(runtime, reference)
     first = anchor.args[0] if anchor.args else None
     ranked = env.get(first) if isinstance(first, torch.fx.Node) else None
     ranked_loc = None
     try:
-        local_ref, ranked_loc = _rerun(group, env, subst, fixed)
+        local_ref, ranked_loc = _rerun(group, env, subst, fixed, several)
         local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
     except Exception as exc:  # a reference op refusing runtime inputs is a finding
         local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"

@@ -24,8 +24,11 @@ class AnalysisInputs:
     etrecord_path: Path | None
 
 
-def load_inputs(etdump: Path, debug_buffer: Path | None, etrecord: Path | None) -> AnalysisInputs:
-    """Read the three files (the buffer's trailer verified); an absent one is simply None."""
+def load_inputs(
+    etdump: Path, debug_buffer: Path | None, etrecord: Path | None, method: str | None = None
+) -> AnalysisInputs:
+    """Read the three files (the buffer's trailer verified); an absent one is simply None.
+    `method`: which method of the ETRecord to read (several-method programs)."""
     if not Path(etdump).is_file():
         raise AnalyzeInputError(
             f"analyze.etdump={etdump}: no such file; run the run stage first or pass "
@@ -41,5 +44,5 @@ def load_inputs(etdump: Path, debug_buffer: Path | None, etrecord: Path | None) 
             buffer = read_debug_buffer(Path(debug_buffer))
         except ETDumpError as exc:
             raise AnalyzeInputError(f"analyze.debug_buffer: {exc}") from exc
-    record = ETRecord.load(etrecord) if etrecord is not None else None
+    record = ETRecord.load(etrecord, method) if etrecord is not None else None
     return AnalysisInputs(dump, Path(etdump), buffer, debug_buffer, record, etrecord)

@@ -225,10 +225,13 @@ def render_report(
     if gaps:
         columns = list(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
         parts.append(collapsed("Numeric gap", _table(gaps, columns, limit=400), len(gaps)))
+    several = len(summary.get("methods") or []) > 1  # a program with several methods
     if events:
         parts.append(
             collapsed(
-                f"Events (times in {unit})", _table(events, EVENT_COLUMNS, limit=400), len(events)
+                f"Events (times in {unit})",
+                _table(events, ["method", *EVENT_COLUMNS] if several else EVENT_COLUMNS, limit=400),
+                len(events),
             )
         )
     parts.append("</body></html>")

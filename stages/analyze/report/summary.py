@@ -105,7 +105,10 @@ def latency_ms(
     rows: list[EventRow], time_unit: str
 ) -> tuple[float | None, float | None, float | None]:
     """p50/p90 of Method::execute in ms (rows hold `time_unit`) and the delegated share of it."""
-    method = [r for r in rows if r.event_name == METHOD_EVENT and r.durations]
+    analysed = rows[0].method if rows else ""  # several methods: the analysed one comes first
+    method = [
+        r for r in rows if r.event_name == METHOD_EVENT and r.durations and r.method == analysed
+    ]
     if not method:
         return None, None, None
     main = max(method, key=lambda r: len(r.durations))
@@ -113,7 +116,9 @@ def latency_ms(
     delegate = sum(
         r.stat("p50")
         for r in rows
-        if r.event_name == DELEGATE_CALL_EVENT and r.event_block_name == main.event_block_name
+        if r.event_name == DELEGATE_CALL_EVENT
+        and r.event_block_name == main.event_block_name
+        and r.method == analysed
     )
     per_ms = unit_factor(time_unit)
     # Per-call medians summed can exceed the method's median by timer noise: a share is <= 1.
@@ -125,11 +130,14 @@ def clean(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
-    """Op events of the timed blocks (not load/init, not the method or delegate wrappers)."""
+    """Op events of the timed blocks (not load/init, not the method or delegate wrappers) of
+    the analysed method (listed first when a program has several)."""
+    analysed = events[0].get("method", "") if events else ""
     ops = [
         e
         for e in events
-        if e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
+        if e.get("method", "") == analysed
+        and e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
         and e["event_block_name"] != LOAD_BLOCK
         and (e["debug_handles"] or e["is_delegated_op"] or e["instruction_id"] >= 0)
     ]

@@ -20,6 +20,7 @@ from pipeline.sweeps.job_failures import failed_jobs
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
+from pipeline.tracking.offline_sync import sync_sweep_jobs
 from pipeline.tracking.store import artifact_root_for
 
 log = logging.getLogger("pipeline")
@@ -57,6 +58,7 @@ class SweepTracking(Callback):
         self.client: Any = None
         self.parent_id: str | None = None
         self.experiment_id: str | None = None
+        self.uri: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking = config.tracking
@@ -69,6 +71,7 @@ class SweepTracking(Callback):
         from mlflow.tracking import MlflowClient
 
         root = artifact_root_for(uri)
+        self.uri = uri
         self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
         self.client = MlflowClient(tracking_uri=uri)
         overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
@@ -97,6 +100,7 @@ class SweepTracking(Callback):
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
         if self.client is not None and self.parent_id is not None:
+            self._upload_offline_jobs(sweep_dir)
             failed_runs = self._finish_parent(sweep_dir, failed=bool(failed))
             failed = failed or failed_runs
         else:
@@ -104,6 +108,18 @@ class SweepTracking(Callback):
             print(f"\n== sweep: {jobs} jobs, {len(failed)} failed (not tracked) ==", flush=True)
         if failed:
             raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}")
+
+    def _upload_offline_jobs(self, sweep_dir: Path) -> None:
+        """Jobs that found the server down logged to their run dir: upload them under the parent."""
+        if self.uri is None or not server_reachable(self.uri):
+            return
+        synced = sync_sweep_jobs(sweep_dir, self.uri)
+        if synced:
+            log.warning(
+                "sweep: %d job run(s) logged offline while %s was unreachable; uploaded now",
+                len(synced),
+                self.uri,
+            )
 
     def _finish_parent(self, sweep_dir: Path, failed: bool) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the

@@ -6,7 +6,9 @@ session unless it calls setsid itself, so the session id finds them after the pa
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,7 +81,5 @@ def survivors_after(session_id: int, grace_s: float = 2.0) -> list[Survivor]:
 def kill_session(survivors: list[Survivor]) -> None:
     """End what a failing test found, so it does not outlive the test either."""
     for proc in survivors:
-        try:
-            os.kill(proc.pid, 9)
-        except ProcessLookupError:
-            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)

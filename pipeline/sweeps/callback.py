@@ -91,6 +91,16 @@ class SweepTracking(Callback):
         os.environ[PARENT_RUN_ENV] = self.parent_id
         log.info("sweep: parent MLflow run %s at %s", self.parent_id, uri)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """In the job's own process: the parent run (and the sweep's store when no tracking.uri
+        is set) come from this callback, not the environment, which a job started by a Ray or
+        SLURM cluster (`--export=NONE`) does not inherit from the sweep command."""
+        if self.parent_id is None or self.uri is None:
+            return
+        os.environ[PARENT_RUN_ENV] = self.parent_id
+        if not config.tracking.uri:
+            os.environ["MLFLOW_TRACKING_URI"] = self.uri
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ.pop(PARENT_RUN_ENV, None)
         if self in _OPEN:

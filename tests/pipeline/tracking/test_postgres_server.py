@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,24 +114,48 @@ def test_parallel_sweep_logs_everything(team_server: MlflowServer, tmp_path: Pat
     assert not any("synced_from" in c.data.tags for c in children)  # all logged live
 
 
-def test_server_restart_mid_sweep_loses_nothing(team_server: MlflowServer, tmp_path: Path) -> None:
-    """Jobs running when the server goes down retry; jobs starting while it is down log to
-    their run dir, and the sweep uploads them under its parent when it ends."""
-    client = MlflowClient(team_server.uri)
-    sweep = _popen_sweep(_sweep_command(tmp_path, team_server, "pg-restart"), tmp_path)
+def _wait_for(condition: Callable[[], bool], sweep: subprocess.Popen[bytes], what: str) -> None:
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and sweep.poll() is None:
-        experiment = client.get_experiment_by_name("pg-restart")
-        if experiment is not None and any(
-            r.data.tags.get("sweep") != "parent"
-            for r in client.search_runs([experiment.experiment_id])
-        ):
-            break  # a job is logging
+    while not condition():
+        assert sweep.poll() is None, f"the sweep ended before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
         time.sleep(0.5)
-    assert sweep.poll() is None, "the sweep ended before the server could be restarted"
-    team_server.stop()
-    time.sleep(5)  # jobs keep going while nothing answers
+
+
+def _runs(client: MlflowClient, experiment_name: str) -> list[Any]:
+    experiment = client.get_experiment_by_name(experiment_name)
+    return [] if experiment is None else client.search_runs([experiment.experiment_id])
+
+
+@pytest.mark.parametrize("moment", ["while_jobs_log", "as_jobs_start"])
+def test_server_restart_mid_sweep_loses_nothing(
+    team_server: MlflowServer, tmp_path: Path, moment: str
+) -> None:
+    """Down while jobs log: their MLflow clients retry until it is back. Down as jobs start:
+    they log to their run dir and the sweep uploads them under its parent when it ends."""
+    client, experiment = MlflowClient(team_server.uri), f"pg-restart-{moment}"
+    sweep = _popen_sweep(_sweep_command(tmp_path, team_server, experiment), tmp_path)
+    if moment == "while_jobs_log":
+        _wait_for(
+            lambda: any(r.data.tags.get("sweep") != "parent" for r in _runs(client, experiment)),
+            sweep,
+            "a job logged",
+        )
+        team_server.stop()
+        time.sleep(5)  # jobs keep going while nothing answers
+    else:
+        _wait_for(lambda: bool(_runs(client, experiment)), sweep, "the parent run existed")
+        team_server.stop()
+        _wait_for(
+            lambda: any((tmp_path / "sweep").glob("*/offline_mlflow")), sweep, "a job fell back"
+        )
     team_server.start()
     assert sweep.poll() is None, "the sweep must still be running when the server is back"
     assert sweep.wait(timeout=800) == 0, (tmp_path / "sweep.out").read_text()[-3000:]
-    _assert_nothing_lost(client, "pg-restart")
+    children = _assert_nothing_lost(client, experiment)
+    synced = [c for c in children if "synced_from" in c.data.tags]
+    output = (tmp_path / "sweep.out").read_text()
+    if moment == "while_jobs_log":
+        assert "Retrying" in output and len(synced) < len(children)  # some logged through it
+    else:
+        assert synced and "uploaded now" in output  # fell back, then uploaded under the parent

@@ -44,16 +44,17 @@ def session_members(session_id: int) -> list[Survivor]:
 
 
 def run_in_own_session(
-    module: str, *args: str, cwd: Path, timeout: int = 600
+    *python_args: str, cwd: Path, timeout: int = 600
 ) -> tuple[subprocess.CompletedProcess[str], int]:
-    """`python -m module args` as the leader of a new session; returns (result, session id)."""
+    """`python ARGS` (e.g. "-m", "pipeline", ...) as the leader of a new session; returns
+    (result, session id)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("MLFLOW_TRACKING_URI", None)
     # Output to files, not pipes: waiting on a pipe would also wait for every process holding it.
-    out, err = cwd / f"{module}.stdout", cwd / f"{module}.stderr"
+    out, err = cwd / "session.stdout", cwd / "session.stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         child = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            [sys.executable, *python_args],
             cwd=cwd,
             env=env,
             stdout=stdout,

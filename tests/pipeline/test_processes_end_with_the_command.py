@@ -16,9 +16,20 @@ pytestmark = [
 ]
 
 
+def test_the_watch_finds_a_process_left_running(tmp_path: Path) -> None:
+    """The check itself: a command that leaves a child behind is caught."""
+    code = "import subprocess; subprocess.Popen(['sleep', '60'])"
+    result, session = run_in_own_session("-c", code, cwd=tmp_path)
+    survivors = survivors_after(session, grace_s=0.5)
+    kill_session(survivors)
+    assert result.returncode == 0
+    assert [s.cmdline for s in survivors] == ["sleep 60"]
+
+
 def test_a_run_leaves_no_process(tmp_path: Path) -> None:
     """The MLflow tracking child ends with the run."""
     result, session = run_in_own_session(
+        "-m",
         "pipeline",
         "model=mlp",
         "backend=xnnpack",
@@ -35,6 +46,7 @@ def test_a_run_leaves_no_process(tmp_path: Path) -> None:
 def test_a_parallel_sweep_with_a_failing_job_leaves_no_process(tmp_path: Path) -> None:
     """The default launcher's loky workers end before the sweep command returns, failure or not."""
     result, session = run_in_own_session(
+        "-m",
         "pipeline",
         "-m",
         "model=mlp,three_inputs",

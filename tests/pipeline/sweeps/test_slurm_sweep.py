@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers.cli_runner import REPO, run_module
+from pipeline.tracking.factory import PARENT_RUN_ENV
+from tests.helpers.cli_runner import run_module
 from tests.helpers.optional import require_slurm_cluster
 
 
@@ -38,10 +39,9 @@ def test_submitit_slurm_sweep_runs_as_slurm_jobs(tmp_path: Path) -> None:
         "hydra/launcher=submitit_slurm",
         "hydra.launcher.cpus_per_task=1",
         "hydra.launcher.timeout_min=10",
-        # As on clusters that start jobs with a clean environment: nothing of the sweep
-        # command's environment (the parent run id included) reaches the jobs.
-        "+hydra.launcher.additional_parameters.export=NONE",
-        f"hydra.launcher.setup=['export PYTHONPATH={REPO}']",
+        # As on clusters whose jobs start with a clean environment: the parent run id set by
+        # the sweep command does not reach the jobs (they get it from the sweep callback).
+        f"hydra.launcher.setup=['unset {PARENT_RUN_ENV}']",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         cwd=tmp_path,
     )

@@ -24,6 +24,7 @@ from pipeline.tracking.offline_sync import sync_sweep_jobs
 from pipeline.tracking.store import artifact_root_for
 
 log = logging.getLogger("pipeline")
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 
 # Launcher workers (joblib, submitit) unpickle this callback before they resolve the sweep dir.
 register_run_suffix()
@@ -59,6 +60,7 @@ class SweepTracking(Callback):
         self.parent_id: str | None = None
         self.experiment_id: str | None = None
         self.uri: str | None = None
+        self._set_uri_env = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking = config.tracking
@@ -98,11 +100,14 @@ class SweepTracking(Callback):
         if self.parent_id is None or self.uri is None:
             return
         os.environ[PARENT_RUN_ENV] = self.parent_id
-        if not config.tracking.uri:
-            os.environ["MLFLOW_TRACKING_URI"] = self.uri
+        if not config.tracking.uri and os.environ.get(TRACKING_URI_ENV) != self.uri:
+            os.environ[TRACKING_URI_ENV] = self.uri
+            self._set_uri_env = True  # the basic launcher runs jobs in this very process
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ.pop(PARENT_RUN_ENV, None)
+        if self._set_uri_env:
+            os.environ.pop(TRACKING_URI_ENV, None)
         if self in _OPEN:
             _OPEN.remove(self)
         sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()

@@ -23,6 +23,10 @@ stop() {
     mariadb-admin shutdown 2>/dev/null || true
     rm -f "$STATE/mariadb.started"
   fi
+  if [ -f "$STATE/munged.started" ]; then  # likewise munged
+    kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+    rm -f "$STATE/munged.started"
+  fi
 }
 
 if [ "${1:-up}" = down ]; then stop; exit 0; fi
@@ -43,7 +47,11 @@ fi
 mkdir -p /run/munge && chown munge:munge /run/munge
 if ! munge -n </dev/null >/dev/null 2>&1; then
   [ -s /etc/munge/munge.key ] || runuser -u munge -- mungekey --create
-  runuser -u munge -- /usr/sbin/munged
+  # --force: a stale pid file or socket from an earlier munged must not stop this one.
+  runuser -u munge -- /usr/sbin/munged --force
+  mkdir -p "$STATE" && touch "$STATE/munged.started"
+  munge -n </dev/null | unmunge >/dev/null \
+    || { echo "error: munged did not start (see /var/log/munge/munged.log)" >&2; exit 1; }
 fi
 
 # Already up (node idle or busy): nothing to do.
@@ -120,11 +128,11 @@ sacctmgr -i add cluster ci >/dev/null 2>&1 || true  # exists already on a second
 /usr/sbin/slurmctld
 /usr/sbin/slurmd
 for _ in $(seq 60); do
-  if timeout 5 sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
+  if timeout 2 sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
     echo "slurm: one-node cluster up ($host)"; exit 0
   fi
   sleep 0.5
 done
 echo "error: slurm did not come up; see $STATE/slurmctld.log and $STATE/slurmd.log" >&2
-tail -20 "$STATE/slurmctld.log" "$STATE/slurmd.log" >&2 || true
+tail -n 20 "$STATE/slurmctld.log" "$STATE/slurmd.log" >&2 || true
 exit 1

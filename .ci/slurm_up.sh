@@ -12,13 +12,17 @@ STATE=/var/spool/slurm-ci
 DB_PASS=slurm-ci-only  # a database on localhost for this throwaway cluster
 MARK="# written by .ci/slurm_up.sh"
 
-stop() {
+stop_slurm() {
   for daemon in slurmd slurmctld slurmdbd; do
     if [ -f "$STATE/$daemon.pid" ]; then
       kill "$(cat "$STATE/$daemon.pid")" 2>/dev/null || true
       rm -f "$STATE/$daemon.pid"
     fi
   done
+}
+
+stop() {
+  stop_slurm
   if [ -f "$STATE/mariadb.started" ]; then  # only a MariaDB this script started
     mariadb-admin shutdown 2>/dev/null || true
     rm -f "$STATE/mariadb.started"
@@ -63,7 +67,7 @@ if [ -f "$CONF" ] && ! grep -q "$MARK" "$CONF"; then
   echo "error: $CONF exists and was not written by this script; not touching it" >&2; exit 1
 fi
 
-stop
+stop_slurm
 mkdir -p "$STATE/ctld" "$STATE/d"
 
 # MariaDB for slurmdbd (Debian's package has initialised /var/lib/mysql).

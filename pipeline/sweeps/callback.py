@@ -20,10 +20,12 @@ from pipeline.tracking.client import log_metric_values, tracking_client
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
+from pipeline.tracking.offline_sync import sync_sweep_jobs
 from pipeline.tracking.store import artifact_root_for
 from pipeline.tracking.tables import log_csv_table
 
 log = logging.getLogger("pipeline")
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 
 # Launcher workers (joblib, submitit) unpickle this callback before they resolve the sweep dir.
 register_run_suffix()
@@ -58,6 +60,8 @@ class SweepTracking(Callback):
         self.client: Any = None
         self.parent_id: str | None = None
         self.experiment_id: str | None = None
+        self.uri: str | None = None
+        self._set_uri_env = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking = config.tracking
@@ -68,6 +72,7 @@ class SweepTracking(Callback):
             log.warning("sweep: tracking server %s unreachable; each job logs locally", uri)
             return
         root = artifact_root_for(uri)
+        self.uri = uri
         self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
         self.client = tracking_client(uri)
         overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
@@ -87,8 +92,21 @@ class SweepTracking(Callback):
         os.environ[PARENT_RUN_ENV] = self.parent_id
         log.info("sweep: parent MLflow run %s at %s", self.parent_id, uri)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """In the job's own process: the parent run (and the sweep's store when no tracking.uri
+        is set) come from this callback, not the environment, which a job started by a Ray or
+        SLURM cluster (`--export=NONE`) does not inherit from the sweep command."""
+        if self.parent_id is None or self.uri is None:
+            return
+        os.environ[PARENT_RUN_ENV] = self.parent_id
+        if not config.tracking.uri and os.environ.get(TRACKING_URI_ENV) != self.uri:
+            os.environ[TRACKING_URI_ENV] = self.uri
+            self._set_uri_env = True  # the basic launcher runs jobs in this very process
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ.pop(PARENT_RUN_ENV, None)
+        if self._set_uri_env:
+            os.environ.pop(TRACKING_URI_ENV, None)
         if self in _OPEN:
             _OPEN.remove(self)
         sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
@@ -96,6 +114,7 @@ class SweepTracking(Callback):
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
         if self.client is not None and self.parent_id is not None:
+            self._upload_offline_jobs(sweep_dir)
             failed_runs = self._finish_parent(self.parent_id, sweep_dir, failed=bool(failed))
             failed = failed or failed_runs
         else:
@@ -114,6 +133,18 @@ class SweepTracking(Callback):
         comparison = compare_sources(sources, out_dir)
         print(f"\n== sweep: {len(sources)} jobs, {failed} failed (not tracked) ==")
         print(f"{comparison.text}\ncomparison: {out_dir}", flush=True)
+
+    def _upload_offline_jobs(self, sweep_dir: Path) -> None:
+        """Jobs that found the server down logged to their run dir: upload them under the parent."""
+        if self.uri is None or not server_reachable(self.uri):
+            return
+        synced = sync_sweep_jobs(sweep_dir, self.uri)
+        if synced:
+            log.warning(
+                "sweep: %d job run(s) logged offline while %s was unreachable; uploaded now",
+                len(synced),
+                self.uri,
+            )
 
     def _finish_parent(self, parent_id: str, sweep_dir: Path, failed: bool) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
-from pipeline.sweeps.job_failures import failed_jobs
+from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts
+from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
@@ -48,6 +50,10 @@ def end_open_sweeps(killed: bool) -> None:
 
 class SweepFailedError(SystemExit):
     """Some jobs of the sweep failed (the others finished and are recorded)."""
+
+
+class SweepVerdictFailedError(SystemExit):
+    """Every job finished, and some verdicts failed (exit code 3, apart from failed jobs)."""
 
 
 class SweepTracking(Callback):
@@ -96,16 +102,32 @@ class SweepTracking(Callback):
         # Markers count failures under every tracking setting; failed child runs add jobs that
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
+        verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in failed_verdicts(sweep_dir)]
         if self.client is not None and self.parent_id is not None:
-            failed_runs = self._finish_parent(sweep_dir, failed=bool(failed))
+            failed_runs = self._finish_parent(sweep_dir, failed=bool(failed), verdicts=verdicts)
             failed = failed or failed_runs
         else:
             jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
-            print(f"\n== sweep: {jobs} jobs, {len(failed)} failed (not tracked) ==", flush=True)
+            print(
+                f"\n== sweep: {jobs} jobs, {len(failed)} failed, {len(verdicts)} failed "
+                "verdict(s) (not tracked) ==",
+                flush=True,
+            )
+        verdict_note = f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
         if failed:
-            raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}")
+            raise SweepFailedError(
+                f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}{verdict_note}"
+            )
+        if verdicts:
+            print(
+                f"verdict: {len(verdicts)} sweep job(s) FAIL their verdict: {', '.join(verdicts)}; "
+                f"exit code {VERDICT_FAILED_EXIT_CODE} (analyze.fail_exit_code=false exits 0)",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise SweepVerdictFailedError(VERDICT_FAILED_EXIT_CODE)
 
-    def _finish_parent(self, sweep_dir: Path, failed: bool) -> list[str]:
+    def _finish_parent(self, sweep_dir: Path, failed: bool, verdicts: list[str]) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the
         model/backend of each failed child run."""
         children = self.client.search_runs(
@@ -130,11 +152,15 @@ class SweepTracking(Callback):
             metrics=[
                 Metric("sweep.jobs", float(len(children)), now, 0),
                 Metric("sweep.failed_jobs", float(len(failed_runs)), now, 0),
+                Metric("sweep.failed_verdicts", float(len(verdicts)), now, 0),
             ],
         )
         status = "FAILED" if failed or failed_runs else "FINISHED"
         self.client.set_terminated(self.parent_id, status=status)
-        print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
+        print(
+            f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed, "
+            f"{len(verdicts)} failed verdict(s) ==\n{comparison.text}"
+        )
         print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
         return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
 

@@ -21,6 +21,7 @@ from stages.analyze.compare.verdict import (
     row_diverged,
     threshold_for,
 )
+from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
@@ -73,6 +74,7 @@ def _numeric_gap(
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
+    floor_units: float = 0.0,
 ) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None]:
     """Gap rows and cond records, or none and why they cannot be computed."""
     blocker = gap_blocker(inputs)
@@ -88,6 +90,8 @@ def _numeric_gap(
         record.representative_inputs,
         comparators,
         tie_tolerance(index.precision),
+        index.precision,
+        floor_units,
     )
     return rows, flows, None
 
@@ -267,17 +271,29 @@ def _write_summary_and_report(
 
 
 def _compare(
-    linked: _Linked, comparators: list[Any], gap_comparator: Any, threshold: float
+    linked: _Linked,
+    comparators: list[Any],
+    gap_comparator: Any,
+    threshold: float,
+    budget: VerdictBudget,
 ) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
     gap_rows, flows, not_evaluated = _numeric_gap(
-        linked.inputs, linked.index, comparators, linked.program
+        linked.inputs, linked.index, comparators, linked.program, budget.floor_units
     )
     reason = not_evaluated.why if not_evaluated is not None else ""
-    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
+    margin = budget.margin
+    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows, margin)
     metric, better = verdict.metric, verdict.higher_is_better
     gaps = [
-        gap_record(r, linked.index, metric, threshold, row_diverged(r, metric, threshold, better))
+        gap_record(
+            r,
+            linked.index,
+            metric,
+            threshold,
+            row_diverged(r, metric, threshold, better, margin),
+            margin,
+        )
         for r in gap_rows
     ]
     return flows, not_evaluated, verdict, gaps
@@ -298,6 +314,7 @@ def run_analyze(
     linked = _load_and_link(cfg, etdump, debug_buffer, etrecord)
     inputs, index, record = linked.inputs, linked.index, linked.inputs.etrecord
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
+    budget = verdict_budget(cfg, index.precision)
 
     # Link: events and their stats.
     event_rows = build_event_rows(inputs.etdump, index, linked.parser, cfg.time_unit)
@@ -306,7 +323,9 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    flows, not_evaluated, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold)
+    flows, not_evaluated, verdict, gaps = _compare(
+        linked, comparators, gap_comparator, threshold, budget
+    )
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
 

@@ -18,6 +18,12 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import Comparator, identical_value
+from stages.analyze.compare.expected_error import (
+    PrecisionEmulation,
+    constant_placeholders,
+    error_budget,
+    max_abs_ranges,
+)
 from stages.analyze.compare.exact_compare import (
     IndexOutput,
     count_index_mismatches,
@@ -90,6 +96,8 @@ class GapRow:
     samples: int = 0
     comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
     follows_flip: str = ""  # the cond whose branch flipped upstream of this output, if any
+    # Observed vs expected local error (stages/analyze/compare/expected_error.py), float rows.
+    budget: dict[str, float] = field(default_factory=dict)
 
 
 def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
@@ -282,22 +290,30 @@ def _rerun(
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
+    emulation: PrecisionEmulation | None = None,
 ) -> tuple[Any, Any]:
     """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
     the anchor's first argument (what an index op ranked). `fixed` values stand for member
-    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one)."""
+    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one).
+    With `emulation`, inputs, constants and op outputs are rounded to its precision."""
     members = set(group.nodes)
     local: dict[torch.fx.Node, Any] = {}
+    weights = emulation.weights(members) if emulation is not None else set()
+
+    def outside(n: torch.fx.Node) -> Any:
+        if n in subst:
+            return subst[n]
+        source = n.args[0] if _is_getitem(n) else None
+        if isinstance(source, torch.fx.Node) and source in subst and source not in members:
+            return subst[source][n.args[1]]
+        return env[n]
 
     def lookup(n: torch.fx.Node) -> Any:
         if n in local:
             return local[n]
         if n not in members:
-            if n in subst:
-                return subst[n]
-            source = n.args[0] if _is_getitem(n) else None
-            if isinstance(source, torch.fx.Node) and source in subst and source not in members:
-                return subst[source][n.args[1]]
+            value = outside(n)
+            return emulation.stored(n, value, weights) if emulation is not None else value
         return env[n]
 
     with torch.no_grad():
@@ -308,6 +324,8 @@ def _rerun(
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
+            if emulation is not None and not _is_getitem(node):
+                local[node] = emulation.rounded(node, local[node])
     if group.anchor is None:
         return None, None
     first = group.anchor.args[0] if group.anchor.args else None
@@ -386,6 +404,7 @@ class _Slot:
     loc: list[torch.Tensor] = field(default_factory=list)
     ranked: list[Any] = field(default_factory=list)  # what an index op ranked (reference)
     ranked_loc: list[Any] = field(default_factory=list)  # ... and in the local re-run
+    exp: list[torch.Tensor] = field(default_factory=list)  # local re-run at the emulated precision
     shape: tuple[Any, Any] | None = None
     dtype: str = ""
 
@@ -398,8 +417,10 @@ def _collect_group(
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
+    emulation: PrecisionEmulation | None = None,
 ) -> None:
-    """One sample's runtime output of a group, paired with its reference and local values."""
+    """One sample's runtime output of a group, paired with its reference and local values (and
+    the local values at the emulated precision, when `emulation` is active)."""
     anchor = group.anchor
     if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
         return
@@ -412,6 +433,7 @@ def _collect_group(
         local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
     except Exception as exc:  # a reference op refusing runtime inputs is a finding
         local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+    expected_pairs = _expected_pairs(group, env, subst, fixed, emulation, runtime)
     if not pairs:
         slots.setdefault((gi, 0), _Slot(status=status))
     for oi, rt, ref in pairs:
@@ -429,6 +451,27 @@ def _collect_group(
         if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
             slot.loc.append(local)
             slot.ranked_loc.append(ranked_loc)
+        emulated = expected_pairs.get(oi)
+        if isinstance(emulated, torch.Tensor) and tuple(emulated.shape) == tuple(rt.shape):
+            slot.exp.append(emulated)
+
+
+def _expected_pairs(
+    group: GapGroup,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+    fixed: dict[torch.fx.Node, Any] | None,
+    emulation: PrecisionEmulation | None,
+    runtime: Value,
+) -> dict[int, Any]:
+    """Per output index, the group's local re-run at the emulated precision (none at fp32)."""
+    if emulation is None or not emulation.active or not group.is_delegated:
+        return {}
+    try:
+        emulated, _ = _rerun(group, env, subst, fixed, emulation)
+    except Exception:  # the fp32 re-run reports the failure; the budget falls back to the floor
+        return {}
+    return {i: b for i, _, b in _pairs(runtime, emulated)[0]}
 
 
 def _build_rows(
@@ -437,6 +480,8 @@ def _build_rows(
     slots: dict[tuple[int, int], _Slot],
     comparators: Sequence[Comparator],
     tie_tolerance: float,
+    emulation: PrecisionEmulation | None = None,
+    floor_units: float = 0.0,
 ) -> list[GapRow]:
     rows: list[GapRow] = []
     for (gi, oi), slot in sorted(slots.items()):
@@ -462,6 +507,11 @@ def _build_rows(
             row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
             if len(slot.loc) == len(slot.rt):
                 row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
+                if row.comparison == "float" and emulation is not None:
+                    exp = slot.exp if len(slot.exp) == len(slot.rt) else None
+                    row.budget = error_budget(
+                        slot.rt, slot.loc, exp, emulation.precision, floor_units
+                    )
         rows.append(row)
     return rows
 
@@ -569,12 +619,16 @@ def numeric_gap_and_flow(
     samples: Sequence[Sequence[torch.Tensor]],
     comparators: Sequence[Comparator],
     tie_tolerance: float = 0.0,
+    precision: str | None = None,
+    floor_units: float = 0.0,
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
     outputs with the tie rule at `tie_tolerance` (stages/analyze/compare/exact_compare.py). Ops inside a
-    torch.cond branch are compared against the same branch of the reference on its operands."""
+    torch.cond branch are compared against the same branch of the reference on its operands.
+    With `precision`, float rows get an error budget: observed local error against what that
+    precision alone costs there (stages/analyze/compare/expected_error.py)."""
     graph = program.graph_module.graph
     sites = cond_sites(program.graph_module)
     records = [_cond_record(s) for s in sites]
@@ -597,6 +651,7 @@ def numeric_gap_and_flow(
             anchor_cache[handles] = nodes[-1] if nodes else None
         return anchor_cache[handles]
 
+    emulation = _emulation(program, samples, precision)
     slots: dict[tuple[int, int], _Slot] = {}
     for sample, sample_outputs in sorted(by_sample.items()):
         if sample >= len(samples):
@@ -612,11 +667,26 @@ def numeric_gap_and_flow(
         subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
         fixed = _cond_outputs(sites, records, subst)
         for gi, value in _group_values(groups, group_of, sample_outputs).items():
-            _collect_group(slots, gi, groups[gi], value, env, subst, fixed)
+            _collect_group(slots, gi, groups[gi], value, env, subst, fixed, emulation)
 
     for gi, group in enumerate(groups):
         if group.anchor is None:  # a handle with no node of the program (e.g. a nested cond)
             slots[(gi, 0)] = _Slot(status="no_reference")
-    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance)
+    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance, emulation, floor_units)
     _mark_flips(rows, groups, sites, records)
     return groups, rows, records
+
+
+def _emulation(
+    program: ExportedProgram,
+    samples: Sequence[Sequence[torch.Tensor]],
+    precision: str | None,
+) -> PrecisionEmulation | None:
+    """The precision emulation of the expected error; int8 scales from the reference values."""
+    if precision is None:
+        return None
+    emulation = PrecisionEmulation(precision, constant_placeholders(program))
+    if precision == "int8":
+        for sample in samples:  # as the lower stage calibrates: over every representative input
+            max_abs_ranges(reference_values(program, sample), emulation.ranges)
+    return emulation

@@ -36,7 +36,12 @@ class RunFiles:
 
 
 def gap_record(
-    row: GapRow, index: ProgramIndex, metric: str, threshold: float | None, diverged: bool
+    row: GapRow,
+    index: ProgramIndex,
+    metric: str,
+    threshold: float | None,
+    diverged: bool,
+    margin: float | None = None,
 ) -> dict[str, Any]:
     ops = ops_of(index, row.handles)
     traces = ops["stack_traces"]
@@ -63,6 +68,8 @@ def gap_record(
         record[f"local_{name}"] = value
     record["gap_metric"] = metric
     record["threshold"] = threshold
+    record.update(row.budget)  # observed vs expected local error (expected_error.py)
+    record["margin_db"] = margin if row.budget else None
     record["diverged"] = diverged
     record["source_line"] = source_line(traces[-1]) if traces else ""
     record["module_hierarchy"] = ops["module_hierarchy"][-1] if ops["module_hierarchy"] else ""
@@ -88,6 +95,8 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         if row.accumulated
         else None,
         "comparison": row.comparison,
+        **{key: finite(value) for key, value in row.budget.items()},
+        "margin_db": verdict.margin if row.budget else None,
         # Integer/bool/index outputs: counted, not measured (stages/analyze/compare/exact_compare.py).
         **{
             f"{prefix}{key}": values[key]
@@ -170,6 +179,9 @@ def build_summary(
         "op_names",
         metric,
         f"local_{metric}",
+        "observed_snr_db",
+        "expected_snr_db",
+        "excess_db",
         "delegate_debug_identifiers",
         "source_line",
     )
@@ -188,6 +200,8 @@ def build_summary(
         "gap_metric": metric,
         "higher_is_better": verdict.higher_is_better,
         "threshold": verdict.threshold,
+        "verdict_rule": "threshold" if verdict.margin is None else "expected",
+        "margin_db": verdict.margin,
         "first_divergence": first_divergence(verdict, index),
         "latency_p50_ms": p50_ms,
         "latency_p90_ms": p90_ms,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 import tempfile
 import time
@@ -141,6 +142,7 @@ HF_MODELS: dict[str, list[str]] = {
     "hf_gpt2": _hf("gpt2", "[{shape:[1,8],dtype:int64,high:128}]"),
     "hf_bert": _hf("bert", "[{shape:[1,8],dtype:int64,high:128},{shape:[1,8],dtype:int64,high:2}]"),
     "hf_vit": _hf("vit", "[{shape:[1,3,32,32]}]"),
+    "hf_llama": _hf("llama", "[{shape:[1,8],dtype:int64,high:128}]"),
 }
 
 
@@ -203,9 +205,21 @@ def caught(summary: dict[str, Any], target: str) -> str:
     return "fused" if target in names else "wrong"
 
 
+def highest_excess(rows: list[dict[str, Any]]) -> float:
+    """The largest excess (observed over expected error, dB) of a run's compared float rows."""
+    values = [
+        float(r["excess_db"])
+        for r in rows
+        if r.get("excess_db") and r["status"] == "ok" and not r.get("follows_flipped_branch")
+    ]
+    return max(values, default=-math.inf)
+
+
 def clean_runs(root: Path, models: dict[str, list[str]]) -> dict[str, list[dict[str, Any]]]:
-    """Every model × backend × precision; prints false alarms per rule."""
+    """Every model × backend × precision; prints false alarms per rule and the highest clean
+    excess per precision (what the margins must stay over)."""
     alarms: Counter[str] = Counter()
+    headroom: dict[str, float] = {}
     rows_by_model: dict[str, list[dict[str, Any]]] = {}
     total = 0
     for model, overrides in models.items():
@@ -221,10 +235,14 @@ def clean_runs(root: Path, models: dict[str, list[str]]) -> dict[str, list[dict[
                     alarms[rule] += 1
                     first = summary.get("first_divergence") or {}
                     print(f"  FALSE ALARM ({rule}) {label}: {first.get('op_names')}", flush=True)
+            rows = _gap_rows(run_dir)
+            headroom[precision] = max(headroom.get(precision, -math.inf), highest_excess(rows))
             if backend == "xnnpack" and precision == "fp32":
-                rows_by_model[model] = _gap_rows(run_dir)
+                rows_by_model[model] = rows
             print(f"{label}: " + ", ".join(f"{k} {v['verdict']}" for k, v in verdicts.items()))
     print(f"clean runs: {total}; false alarms: " + ", ".join(f"{r} {alarms[r]}" for r in RULES))
+    for precision, value in sorted(headroom.items()):
+        print(f"  highest clean excess at {precision}: {value:.1f} dB")
     return rows_by_model
 
 
@@ -258,7 +276,11 @@ def fault_runs(
             for rule, outcome in results.items():
                 outcomes[rule][outcome] += 1
             first = verdicts["expected"].get("first_divergence") or {}
-            print(f"{label}: {results} (expected rule names {first.get('op_names')})", flush=True)
+            print(
+                f"{label}: {results} (expected rule names {first.get('op_names')}, "
+                f"excess {first.get('excess_db')} dB)",
+                flush=True,
+            )
     for rule in RULES:
         counts = outcomes[rule]
         print(f"faults ({rule} rule): " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from stages.analyze.compare.verdict import (
     row_diverged,
     threshold_for,
 )
+from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
@@ -75,25 +76,28 @@ def _numeric_gap(
     comparators: list[Any],
     program: ExportedProgram | None,
     floor_units: float = 0.0,
-) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None]:
-    """Gap rows and cond records, or none and why they cannot be computed."""
+) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None, str]:
+    """Gap rows and cond records, or none and why they cannot be computed; and a note when every
+    input-dependent output differs (the run's inputs may not be the ETRecord's)."""
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
-        return [], [], blocker
+        return [], [], blocker, ""
     outputs = runtime_outputs(inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path))
     if not outputs:
-        return [], [], no_outputs(inputs)
-    _, rows, flows = numeric_gap_and_flow(
+        return [], [], no_outputs(inputs), ""
+    program = program or record.exported_program()
+    groups, rows, flows = numeric_gap_and_flow(
         outputs,
-        program or record.exported_program(),
+        program,
         record.representative_inputs,
         comparators,
         tie_tolerance(index.precision),
         index.precision,
         floor_units,
     )
-    return rows, flows, None
+    differ, compared = every_output_differs(rows, groups, program)
+    return rows, flows, None, inputs_note(differ, compared, str(inputs.etrecord_path))
 
 
 def _fault_warnings(
@@ -278,12 +282,14 @@ def _compare(
     budget: VerdictBudget,
 ) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
-    gap_rows, flows, not_evaluated = _numeric_gap(
+    gap_rows, flows, not_evaluated, note = _numeric_gap(
         linked.inputs, linked.index, comparators, linked.program, budget.floor_units
     )
     reason = not_evaluated.why if not_evaluated is not None else ""
     margin = budget.margin
     verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows, margin)
+    if note and verdict.status == "fail":
+        verdict = replace(verdict, reason=f"{verdict.reason}; {note}" if verdict.reason else note)
     metric, better = verdict.metric, verdict.higher_is_better
     gaps = [
         gap_record(

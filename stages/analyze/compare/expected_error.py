@@ -37,6 +37,8 @@ RESOLUTION: dict[str, float] = {
 }
 # Keys a GapRow's `budget` holds (numeric_gap.csv and summary.json columns).
 OBSERVED_DB, EXPECTED_DB, EXCESS_DB = "observed_snr_db", "expected_snr_db", "excess_db"
+# The accumulated error (runtime vs the reference on the ETRecord's inputs) against variation.
+ACCUMULATED_DB = "accumulated_snr_db"
 
 
 class ExpectedErrorConfigError(ValueError):
@@ -181,3 +183,12 @@ def error_budget(
         EXPECTED_DB: _db(signal, allowed),
         EXCESS_DB: excess,
     }
+
+
+def variation_snr(runtime: Sequence[torch.Tensor], reference: Sequence[torch.Tensor]) -> float:
+    """Error against the reference's variation in dB (its max |value| when it is constant)."""
+    rt, ref = _flat(runtime), _flat(reference)
+    finite = ref[torch.isfinite(ref)]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    variation = float(finite.var(unbiased=False)) if finite.numel() > 1 else 0.0
+    return _db(variation if variation > 0 else scale * scale, _mean_square_error(rt, ref))

@@ -19,10 +19,12 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import Comparator, identical_value
 from stages.analyze.compare.expected_error import (
+    ACCUMULATED_DB,
     PrecisionEmulation,
     constant_placeholders,
     error_budget,
     max_abs_ranges,
+    variation_snr,
 )
 from stages.analyze.compare.exact_compare import (
     IndexOutput,
@@ -505,12 +507,14 @@ def _build_rows(
             rule = _rule_for(group, oi, comparators, tie_tolerance)
             row.comparison = rule.kind(slot.rt[0])
             row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
+            if row.comparison == "float":
+                row.budget[ACCUMULATED_DB] = variation_snr(slot.rt, slot.ref)
             if len(slot.loc) == len(slot.rt):
                 row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
                 if row.comparison == "float" and emulation is not None:
                     exp = slot.exp if len(slot.exp) == len(slot.rt) else None
-                    row.budget = error_budget(
-                        slot.rt, slot.loc, exp, emulation.precision, floor_units
+                    row.budget.update(
+                        error_budget(slot.rt, slot.loc, exp, emulation.precision, floor_units)
                     )
         rows.append(row)
     return rows

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.compare.exact_compare import EXACT_KEYS
+from stages.analyze.compare.expected_error import EXCESS_DB
 from stages.analyze.compare.numeric_gap import GapRow
 from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
@@ -69,7 +70,7 @@ def gap_record(
     record["gap_metric"] = metric
     record["threshold"] = threshold
     record.update(row.budget)  # observed vs expected local error (expected_error.py)
-    record["margin_db"] = margin if row.budget else None
+    record["margin_db"] = margin if EXCESS_DB in row.budget else None
     record["diverged"] = diverged
     record["source_line"] = source_line(traces[-1]) if traces else ""
     record["module_hierarchy"] = ops["module_hierarchy"][-1] if ops["module_hierarchy"] else ""
@@ -96,7 +97,7 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         else None,
         "comparison": row.comparison,
         **{key: finite(value) for key, value in row.budget.items()},
-        "margin_db": verdict.margin if row.budget else None,
+        "margin_db": verdict.margin if EXCESS_DB in row.budget else None,
         # Integer/bool/index outputs: counted, not measured (stages/analyze/compare/exact_compare.py).
         **{
             f"{prefix}{key}": values[key]

@@ -28,6 +28,7 @@ from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fau
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.metadata_parsers import resolve_parser
+from stages.analyze.link.node_names import fault_node_names, names_of
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,
@@ -70,23 +71,36 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False))
 
 
+@dataclass(frozen=True)
+class _Gaps:
+    """Gap rows and cond records (or why there are none), the inputs note, and per handle the
+    node names `backend.fault.node` takes."""
+
+    rows: list[GapRow]
+    flows: list[CondRecord]
+    not_evaluated: NotEvaluated | None
+    inputs_note: str = ""
+    node_names: dict[int, list[str]] = field(default_factory=dict)
+
+
 def _numeric_gap(
     inputs: AnalysisInputs,
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
     floor_units: float = 0.0,
-) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None, str]:
+) -> _Gaps:
     """Gap rows and cond records, or none and why they cannot be computed; and a note when every
     input-dependent output differs (the run's inputs may not be the ETRecord's)."""
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
-        return [], [], blocker, ""
+        return _Gaps([], [], blocker)
     outputs = runtime_outputs(inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path))
-    if not outputs:
-        return [], [], no_outputs(inputs), ""
     program = program or record.exported_program()
+    names = fault_node_names(program.graph_module)
+    if not outputs:
+        return _Gaps([], [], no_outputs(inputs), node_names=names)
     groups, rows, flows = numeric_gap_and_flow(
         outputs,
         program,
@@ -97,7 +111,8 @@ def _numeric_gap(
         floor_units,
     )
     differ, compared = every_output_differs(rows, groups, program)
-    return rows, flows, None, inputs_note(differ, compared, str(inputs.etrecord_path))
+    note = inputs_note(differ, compared, str(inputs.etrecord_path))
+    return _Gaps(rows, flows, None, note, names)
 
 
 def _fault_warnings(
@@ -280,12 +295,13 @@ def _compare(
     gap_comparator: Any,
     threshold: float,
     budget: VerdictBudget,
-) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
+) -> tuple[_Gaps, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
-    gap_rows, flows, not_evaluated, note = _numeric_gap(
+    found = _numeric_gap(
         linked.inputs, linked.index, comparators, linked.program, budget.floor_units
     )
-    reason = not_evaluated.why if not_evaluated is not None else ""
+    gap_rows, flows, note = found.rows, found.flows, found.inputs_note
+    reason = found.not_evaluated.why if found.not_evaluated is not None else ""
     margin = budget.margin
     verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows, margin)
     if note and verdict.status == "fail":
@@ -299,10 +315,11 @@ def _compare(
             threshold,
             row_diverged(r, metric, threshold, better, margin),
             margin,
+            found.node_names,
         )
         for r in gap_rows
     ]
-    return flows, not_evaluated, verdict, gaps
+    return found, verdict, gaps
 
 
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
@@ -329,9 +346,8 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    flows, not_evaluated, verdict, gaps = _compare(
-        linked, comparators, gap_comparator, threshold, budget
-    )
+    found, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold, budget)
+    flows, not_evaluated = found.flows, found.not_evaluated
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
 
@@ -348,6 +364,9 @@ def run_analyze(
         cfg.time_unit,
         cfg.top_k,
     )
+    if summary["first_divergence"] is not None and verdict.first_divergence is not None:
+        handles = verdict.first_divergence.handles
+        summary["first_divergence"]["fault_nodes"] = names_of(found.node_names, handles)
     summary["program_identity"] = linked.identity.record()
     summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
     summary["control_flow"] = [f.record() for f in flows]

@@ -13,6 +13,8 @@ from stages.analyze.compare.numeric_gap import GapRow
 from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
+from stages.analyze.link.node_names import names_of
+from stages.analyze.link.source_frames import user_source_line
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
 
 SUMMARY_FORMAT = "delegate-debugger-summary"
@@ -43,7 +45,10 @@ def gap_record(
     threshold: float | None,
     diverged: bool,
     margin: float | None = None,
+    node_names: dict[int, list[str]] | None = None,
 ) -> dict[str, Any]:
+    """One numeric_gap.csv row: the group's ops and placement, its gaps (accumulated, local, and
+    observed vs expected error), whether it diverged, and where it is in the model's source."""
     ops = ops_of(index, row.handles)
     traces = ops["stack_traces"]
     record: dict[str, Any] = {
@@ -73,6 +78,8 @@ def gap_record(
     record["margin_db"] = margin if EXCESS_DB in row.budget else None
     record["diverged"] = diverged
     record["source_line"] = source_line(traces[-1]) if traces else ""
+    record["user_source_line"] = user_source_line(traces[-1]) if traces else ""
+    record["fault_nodes"] = names_of(node_names or {}, row.handles)
     record["module_hierarchy"] = ops["module_hierarchy"][-1] if ops["module_hierarchy"] else ""
     return record
 
@@ -106,6 +113,7 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
             if row.comparison != "float" and key in values
         },
         "source_line": source_line(traces[-1]) if traces else "",
+        "user_source_line": user_source_line(traces[-1]) if traces else "",
         "module_hierarchy": ops["module_hierarchy"][-1] if ops["module_hierarchy"] else "",
     }
 

@@ -68,6 +68,16 @@ def format_terminal_report(summary_path: Path) -> str:
         )
         if first.get("source_line"):
             lines.append(f"   at {first['source_line']}")
+        if first.get("user_source_line"):
+            lines.append(f"   called from {first['user_source_line']}")
+        if first.get("fault_nodes"):
+            lines.append(f"   node {', '.join(first['fault_nodes'])} (as backend.fault.node takes it)")
+        if first.get("excess_db") is not None:
+            lines.append(
+                f"   local error {_num(first.get('observed_snr_db'))} dB under the signal's "
+                f"variation, expected {_num(first.get('expected_snr_db'))} dB at this precision "
+                f"(excess {_num(first.get('excess_db'))} dB > margin {_num(first.get('margin_db'))})"
+            )
         if first.get("module_hierarchy"):
             lines.append(f"   module {first['module_hierarchy']}")
     slowest = s.get("slowest_ops", [])

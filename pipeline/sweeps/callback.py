@@ -18,11 +18,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
 from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts
-from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
 from pipeline.tracking.store import artifact_root_for
+from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE
 
 log = logging.getLogger("pipeline")
 
@@ -113,7 +113,9 @@ class SweepTracking(Callback):
                 "verdict(s) (not tracked) ==",
                 flush=True,
             )
-        verdict_note = f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
+        verdict_note = (
+            f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
+        )
         if failed:
             raise SweepFailedError(
                 f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}{verdict_note}"

@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.exact_compare import tie_tolerance
+from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
 from stages.analyze.compare.verdict import (
     Verdict,
@@ -21,7 +22,6 @@ from stages.analyze.compare.verdict import (
     row_diverged,
     threshold_for,
 )
-from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings

@@ -65,11 +65,14 @@ def _cond_call(tree: ast.Module, line: int) -> ast.Call | None:
     return max(calls, key=lambda n: n.lineno, default=None)
 
 
-def _enclosing(tree: ast.Module, line: int, kind: type[ast.AST]) -> list[ast.AST]:
-    found = [
+def _enclosing(
+    tree: ast.Module, line: int, kind: type[ast.FunctionDef | ast.ClassDef]
+) -> list[ast.stmt]:
+    """Definitions of `kind` whose span holds `line`, innermost first."""
+    found: list[ast.stmt] = [
         n
         for n in ast.walk(tree)
-        if isinstance(n, kind) and n.lineno <= line <= (getattr(n, "end_lineno", None) or n.lineno)
+        if isinstance(n, kind) and n.lineno <= line <= (n.end_lineno or n.lineno)
     ]
     return sorted(found, key=lambda n: n.lineno, reverse=True)
 
@@ -137,12 +140,11 @@ def _candidate_lines(branch: _Branch, callee: str) -> list[int]:
     binary = _BINARY_OPS.get(callee)
     lines = []
     for n in ast.walk(branch.node):
-        name = getattr(getattr(n, "func", None), "attr", None) or getattr(
-            getattr(n, "func", None), "id", None
-        )
-        if isinstance(n, ast.Call) and name == callee:
-            lines.append(n.lineno)
-        elif binary is not None and isinstance(n, ast.BinOp) and isinstance(n.op, binary):
+        func = getattr(n, "func", None)
+        name = getattr(func, "attr", None) or getattr(func, "id", None)
+        called = isinstance(n, ast.Call) and name == callee
+        operated = binary is not None and isinstance(n, ast.BinOp) and isinstance(n.op, binary)
+        if (called or operated) and isinstance(n, ast.expr):
             lines.append(n.lineno)
     return sorted(lines)
 
@@ -188,7 +190,8 @@ def _annotate_conds(module: torch.fx.GraphModule) -> None:
         if node.op != "call_function" or node.target is not torch.ops.higher_order.cond:
             continue
         frames = [
-            m for m in _FRAME.finditer(str(node.meta.get("stack_trace") or ""))
+            m
+            for m in _FRAME.finditer(str(node.meta.get("stack_trace") or ""))
             if not m["file"].startswith("<")
         ]
         if not frames:

@@ -28,11 +28,17 @@ def test_a_failed_verdict_exits_3_and_the_option_keeps_exit_0(tmp_path: Path) ->
     assert "verdict: FAIL" in failed.stderr and "linear_2" in failed.stderr
     assert "== analysis: verdict FAIL" in failed.stdout  # the summary is printed first
     kept = _cli(
-        *MLP, FAULT, "analyze.fail_exit_code=false", f"hydra.run.dir={tmp_path / 'kept'}", cwd=tmp_path
+        *MLP,
+        FAULT,
+        "analyze.fail_exit_code=false",
+        f"hydra.run.dir={tmp_path / 'kept'}",
+        cwd=tmp_path,
     )
     assert kept.returncode == 0, kept.stderr[-2000:]
     assert "== analysis: verdict FAIL" in kept.stdout
-    broken = _cli(*MLP, "backend.fault.node=absent", f"hydra.run.dir={tmp_path / 'e'}", cwd=tmp_path)
+    broken = _cli(
+        *MLP, "backend.fault.node=absent", f"hydra.run.dir={tmp_path / 'e'}", cwd=tmp_path
+    )
     assert broken.returncode == 1  # an error stays 1
 
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import torch
 from torch.export import ExportedProgram
 
-from stages.analyze.compare.expected_error import ACCUMULATED_DB
 from stages.analyze.compare.exact_compare import exact_errors
+from stages.analyze.compare.expected_error import ACCUMULATED_DB
 from stages.analyze.compare.numeric_gap import GapGroup, GapRow
 
 # An accumulated error this close to the output's variation (dB) means a different output.
@@ -73,7 +73,7 @@ def inputs_note(differ: int, compared: int, etrecord: str) -> str:
         "from the reference, from the first op on: the run's inputs may not be the ETRecord's "
         "representative inputs (the reference is computed on those). Check: compare what the "
         f"runtime was fed with `representative_inputs.pt` inside {etrecord} (a torch.save list "
-        "of input tuples; `python -c \"import torch, zipfile; print(torch.load(zipfile.ZipFile("
+        'of input tuples; `python -c "import torch, zipfile; print(torch.load(zipfile.ZipFile('
         f"'{etrecord}').open('representative_inputs.pt'), weights_only=True))\"`), or run "
         "again on those inputs"
     )

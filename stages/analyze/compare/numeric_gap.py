@@ -18,6 +18,12 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import Comparator, identical_value
+from stages.analyze.compare.exact_compare import (
+    IndexOutput,
+    count_index_mismatches,
+    count_mismatches,
+    index_output,
+)
 from stages.analyze.compare.expected_error import (
     ACCUMULATED_DB,
     PrecisionEmulation,
@@ -25,12 +31,6 @@ from stages.analyze.compare.expected_error import (
     error_budget,
     max_abs_ranges,
     variation_snr,
-)
-from stages.analyze.compare.exact_compare import (
-    IndexOutput,
-    count_index_mismatches,
-    count_mismatches,
-    index_output,
 )
 from stages.analyze.link.control_flow import (
     CondRecord,

@@ -71,7 +71,9 @@ def format_terminal_report(summary_path: Path) -> str:
         if first.get("user_source_line"):
             lines.append(f"   called from {first['user_source_line']}")
         if first.get("fault_nodes"):
-            lines.append(f"   node {', '.join(first['fault_nodes'])} (as backend.fault.node takes it)")
+            lines.append(
+                f"   node {', '.join(first['fault_nodes'])} (as backend.fault.node takes it)"
+            )
         if first.get("excess_db") is not None:
             lines.append(
                 f"   local error {_num(first.get('observed_snr_db'))} dB under the signal's "

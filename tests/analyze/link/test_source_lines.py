@@ -56,8 +56,9 @@ def test_a_branch_op_shows_its_function_line_module_and_fault_name(run_tiny: Run
     )
     first = read_summary(run_dir)["first_divergence"]
     assert first["fault_nodes"] == [target]
-    assert "edge_cases.py:" in first["source_line"] and f" in {function}: return torch." in (
-        first["source_line"]
+    assert (
+        "edge_cases.py:" in first["source_line"]
+        and f" in {function}: return torch." in (first["source_line"])
     )
     assert "eval_with_key" not in first["source_line"]
     assert first["module_hierarchy"] == ""  # the cond is called in the root module's forward

@@ -322,6 +322,21 @@ def _compare(
     return found, verdict, gaps
 
 
+def _complete_summary(
+    summary: dict[str, Any], verdict: Verdict, found: _Gaps, linked: _Linked
+) -> None:
+    """The first divergence's fault-node names; identity, what was not evaluated, control flow
+    and warnings."""
+    if summary["first_divergence"] is not None and verdict.first_divergence is not None:
+        handles = verdict.first_divergence.handles
+        summary["first_divergence"]["fault_nodes"] = names_of(found.node_names, handles)
+    not_evaluated = found.not_evaluated
+    summary["program_identity"] = linked.identity.record()
+    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
+    summary["control_flow"] = [f.record() for f in found.flows]
+    summary["warnings"] = _fault_warnings(linked.inputs.etrecord, found.flows, linked.program)
+
+
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
 def run_analyze(
     cfg: AnalyzeConfig,
@@ -347,7 +362,6 @@ def run_analyze(
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
     found, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold, budget)
-    flows, not_evaluated = found.flows, found.not_evaluated
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
 
@@ -364,13 +378,7 @@ def run_analyze(
         cfg.time_unit,
         cfg.top_k,
     )
-    if summary["first_divergence"] is not None and verdict.first_divergence is not None:
-        handles = verdict.first_divergence.handles
-        summary["first_divergence"]["fault_nodes"] = names_of(found.node_names, handles)
-    summary["program_identity"] = linked.identity.record()
-    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
-    summary["control_flow"] = [f.record() for f in flows]
-    summary["warnings"] = _fault_warnings(record, flows, linked.program)
+    _complete_summary(summary, verdict, found, linked)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

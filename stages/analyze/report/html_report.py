@@ -76,11 +76,22 @@ def _facts(summary: dict[str, Any]) -> dict[str, Any]:
         "partitions": summary.get("partitions"),
         "delegated-op ratio": _fmt(summary.get("delegated_op_ratio")),
         "gap metric": f"{metric} (threshold {summary.get('threshold')})",
+        "verdict rule": _rule(summary),
         "max gap": f"{_fmt(summary.get('max_gap'))} ({metric})",
         "ETDump": summary.get("etdump"),
         "ETRecord": summary.get("etrecord"),
         "program identity": (summary.get("program_identity") or {}).get("status"),
     }
+
+
+def _rule(summary: dict[str, Any]) -> str:
+    """How the verdict judged float outputs (analyze.verdict_rule)."""
+    if summary.get("verdict_rule") == "expected":
+        return (
+            f"each op's observed local error vs what {summary.get('precision')} alone should cost "
+            f"there; fails {summary.get('margin_db')} dB over"
+        )
+    return f"{summary.get('gap_metric')} threshold {summary.get('threshold')}"
 
 
 def _head(summary: dict[str, Any]) -> list[str]:

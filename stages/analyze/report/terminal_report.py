@@ -34,29 +34,9 @@ def identity_note(identity: Any) -> str:
     return note + ", shapes and dtypes agree"
 
 
-def format_terminal_report(summary_path: Path) -> str:
-    """Plain text read from summary.json, so it is the same wherever the summary came from."""
-    s = json.loads(Path(summary_path).read_text())
-    unit = s.get("time_unit", "ms")
-    metric = s.get("gap_metric", "")
-    lines = [
-        "",
-        f"== analysis: verdict {str(s.get('verdict')).upper()} "
-        f"({metric}, threshold {_num(s.get('threshold'))}) ==",
-    ]
-    if s.get("verdict_reason"):
-        lines.append(f"   {s['verdict_reason']}")
-    identity = identity_note(s.get("program_identity"))
-    if identity:
-        lines.append(f"   {identity}")
-    lines.extend(f"   warning: {w}" for w in s.get("warnings", []))
-    if s.get("latency_p50_ms") is not None:
-        lines.append(
-            f"latency p50 {_num(s['latency_p50_ms'])} ms, p90 {_num(s.get('latency_p90_ms'))} ms; "
-            f"delegated time share {_num(s.get('delegated_time_share'))}; "
-            f"partitions {s.get('partitions')}"
-        )
-    first = s.get("first_divergence")
+def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[str]:
+    """The first divergence: its ops, local gap, source lines, module, node names, error budget."""
+    lines: list[str] = []
     if first:
         exact = first.get("comparison", "float") != "float"
         key = "mismatches" if exact else "gap"
@@ -76,12 +56,42 @@ def format_terminal_report(summary_path: Path) -> str:
             )
         if first.get("excess_db") is not None:
             lines.append(
-                f"   local error {_num(first.get('observed_snr_db'))} dB under the signal's "
-                f"variation, expected {_num(first.get('expected_snr_db'))} dB at this precision "
+                f"   local SNR vs the output's variation: observed {_num(first.get('observed_snr_db'))}"
+                f" dB, expected at this precision {_num(first.get('expected_snr_db'))} dB "
                 f"(excess {_num(first.get('excess_db'))} dB > margin {_num(first.get('margin_db'))})"
             )
         if first.get("module_hierarchy"):
             lines.append(f"   module {first['module_hierarchy']}")
+    return lines
+
+
+def format_terminal_report(summary_path: Path) -> str:
+    """Plain text read from summary.json, so it is the same wherever the summary came from."""
+    s = json.loads(Path(summary_path).read_text())
+    unit = s.get("time_unit", "ms")
+    metric = s.get("gap_metric", "")
+    lines = [
+        "",
+        f"== analysis: verdict {str(s.get('verdict')).upper()} "
+        + (
+            f"(observed vs expected error, margin {_num(s.get('margin_db'))} dB) =="
+            if s.get("verdict_rule") == "expected"
+            else f"({metric}, threshold {_num(s.get('threshold'))}) =="
+        ),
+    ]
+    if s.get("verdict_reason"):
+        lines.append(f"   {s['verdict_reason']}")
+    identity = identity_note(s.get("program_identity"))
+    if identity:
+        lines.append(f"   {identity}")
+    lines.extend(f"   warning: {w}" for w in s.get("warnings", []))
+    if s.get("latency_p50_ms") is not None:
+        lines.append(
+            f"latency p50 {_num(s['latency_p50_ms'])} ms, p90 {_num(s.get('latency_p90_ms'))} ms; "
+            f"delegated time share {_num(s.get('delegated_time_share'))}; "
+            f"partitions {s.get('partitions')}"
+        )
+    lines.extend(_first_divergence_lines(s.get("first_divergence"), metric))
     slowest = s.get("slowest_ops", [])
     if slowest:
         lines.append(f"{'slowest ops':<50}{'p50 (' + unit + ')':>12}  backend")

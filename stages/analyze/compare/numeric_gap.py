@@ -279,8 +279,9 @@ def _substitutions(
         if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
             if tuple(ref.shape) == tuple(value.shape):
                 subst[anchor] = _like(value, ref)
-        elif isinstance(ref, tuple) and isinstance(value, list) and len(ref) == len(value):
-            subst[anchor] = tuple(
+        elif isinstance(ref, tuple | list) and isinstance(value, list) and len(ref) == len(value):
+            # split/chunk/unbind give lists, multi-output ops tuples: keep the reference's type
+            subst[anchor] = type(ref)(
                 _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
                 for v, r in zip(value, ref, strict=True)
             )

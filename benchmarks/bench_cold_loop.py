@@ -9,9 +9,7 @@
 - with `--load`: the same pair again while two CPU-bound processes run; target: our
   loaded/quiet ratio <= ExecuTorch's.
 
-A new sqlite MLflow store starts as a copy of the verified empty store the machine's first run
-kept (pipeline/tracking/store_template.py). The script primes its own template directory first, and also
-times cold runs with an empty one (`first store on this machine`: MLflow runs its migrations).
+Every cold run starts a new sqlite MLflow store (MLflow creates and migrates it).
 
     PYTHONPATH=. python benchmarks/bench_cold_loop.py [--reps 3] [--load]
 
@@ -37,8 +35,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 ENV.pop("MLFLOW_TRACKING_URI", None)
-TEMPLATES = tempfile.TemporaryDirectory(prefix="bench_store_template_")
-ENV["DELEGATE_DEBUGGER_CACHE_DIR"] = TEMPLATES.name
 OURS = [sys.executable, "-m", "pipeline", "model=vit", "backend=xnnpack"]
 STAGE_ROW = re.compile(r"^(export|lower|run|analyze)\s+(done|reused)\s+([\d.]+)$", re.M)
 
@@ -50,24 +46,6 @@ def _timed(command: list[str], cwd: Path, env: dict[str, str] = ENV) -> tuple[fl
     if done.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
     return seconds, done.stdout + done.stderr
-
-
-def _first_store_cold() -> float:
-    """A cold run on a machine with no store template yet (MLflow migrates a new store)."""
-    with tempfile.TemporaryDirectory(prefix="bench_first_") as tmp:
-        empty = {**ENV, "DELEGATE_DEBUGGER_CACHE_DIR": str(Path(tmp) / "templates")}
-        return _timed(OURS, Path(tmp), empty)[0]
-
-
-def _prime_template() -> None:
-    with tempfile.TemporaryDirectory(prefix="bench_prime_") as tmp:
-        code = (
-            "from pipeline.tracking.mlflow_tracker import ensure_experiment; "
-            f"ensure_experiment('sqlite:///{tmp}/mlflow.db', 'prime')"
-        )
-        subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, check=True)
-    if not any(Path(TEMPLATES.name).glob("*.db")):
-        raise SystemExit("no store template was kept (an MLflow version not in store_template?)")
 
 
 def _ours_cold_and_reused() -> tuple[float, float, float, dict[str, float]]:
@@ -111,10 +89,8 @@ def _pairs(reps: int) -> dict[str, list]:
         "stages": [],
         "et": [],
         "et_steps": [],
-        "first": [],
     }
     for _ in range(reps):
-        got["first"].append(_first_store_cold())
         cold, reused, logged, stages = _ours_cold_and_reused()
         et, steps = _executorch()
         got["cold"].append(cold)
@@ -137,10 +113,6 @@ def _report(label: str, got: dict[str, list]) -> tuple[float, float]:
     reuse = [b / a for a, b in zip(got["cold"], got["reused"], strict=True)]
     print(f"== {label} ({len(got['cold'])} pairs) ==")
     print(f"ours cold: median {cold:.2f} s  [{_median_parts(got['stages'])}]")
-    print(
-        f"ours cold, first store on this machine (MLflow migrates it): median "
-        f"{statistics.median(got['first']):.2f} s"
-    )
     print(f"ExecuTorch loop: median {et:.2f} s  [{_median_parts(got['et_steps'])}]")
     print(
         f"ours ÷ ExecuTorch, pair by pair: median {statistics.median(ratios):.3f} (target <= 0.333)"
@@ -172,7 +144,6 @@ def main() -> None:
     args = parser.parse_args()
     if importlib.util.find_spec("executorch") is None:
         raise SystemExit("needs the [executorch] extra: pip install -e '.[executorch]'")
-    _prime_template()
     _quick_paths()
     quiet_ours, quiet_et = _report("quiet", _pairs(args.reps))
     if args.load:

@@ -62,15 +62,29 @@ def limit_threads(threads: int) -> None:
     _ceiling = max(1, threads)
 
 
-def use_free_cores() -> int | None:
-    """Set torch's intra-op threads to the cores free now; None if $OMP_NUM_THREADS decides."""
-    if os.environ.get(THREADS_ENV):
+def env_threads() -> int | None:
+    """The thread count $OMP_NUM_THREADS sets (torch reads it at import), or None."""
+    try:
+        return max(1, int(os.environ.get(THREADS_ENV, "")))
+    except ValueError:
         return None
+
+
+def choose_threads() -> int:
+    """Torch's intra-op threads for the next stage: $OMP_NUM_THREADS, else the cores free now."""
+    from_env = env_threads()
+    if from_env is not None:
+        return from_env
+    cores = usable_cores() if _ceiling is None else min(usable_cores(), _ceiling)
+    return free_cores(cores, runnable_elsewhere())
+
+
+def apply_threads(threads: int) -> None:
+    """Make torch use `threads` intra-op threads (no-op when $OMP_NUM_THREADS decides)."""
+    if env_threads() is not None:
+        return
     import torch  # only when a stage really runs, so --help and reused runs stay light
 
-    cores = usable_cores() if _ceiling is None else min(usable_cores(), _ceiling)
-    threads = free_cores(cores, runnable_elsewhere())
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)
-        log.debug("torch uses %d thread(s) (%d usable core(s))", threads, cores)
-    return threads
+        log.debug("torch uses %d thread(s)", threads)

@@ -13,6 +13,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.cpu_threads import limit_threads
+from pipeline.invocation import command_prefix
 from pipeline.runner import PipelineResult, run_pipeline
 
 log = logging.getLogger("pipeline")
@@ -42,5 +43,5 @@ def run_from_hydra(cfg: DictConfig) -> PipelineResult:
         cfg.run_dir = run_dir
     _share_cores(hydra_cfg)
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("hydra.run.dir=")]
-    resume = shlex.join(["python", "-m", "pipeline", *overrides, f"hydra.run.dir={run_dir}"])
+    resume = shlex.join([*command_prefix(), *overrides, f"hydra.run.dir={run_dir}"])
     return run_pipeline(cfg, resume_command=resume, base_dir=Path(hydra_cfg.runtime.cwd))

@@ -32,6 +32,7 @@ class StageOutcome:
     artifacts: Any = None
     reason: str = ""
     digest: str = ""  # the stage's fingerprint
+    torch_threads: int | None = None  # torch's intra-op threads when the stage ran (latencies!)
 
 
 @dataclass

@@ -22,11 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.cache.fingerprint import compute_fingerprint, explain_change
 from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
+from pipeline.config.backend_option import settle_backend_option
 from pipeline.config.checks import check_config
 from pipeline.config.model_option import settle_model_option
 from pipeline.config.schema import STAGE_ORDER, stage_names
-from pipeline.cpu_threads import use_free_cores
+from pipeline.cpu_threads import apply_threads, choose_threads
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
+from pipeline.invocation import command_prefix
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
@@ -58,7 +60,7 @@ def select_stages(requested: Sequence[str]) -> list[str]:
 def default_resume_command(run_dir: Path) -> str:
     """The command line that re-runs this invocation in the same run dir."""
     args = [a for a in sys.argv[1:] if not a.startswith("hydra.run.dir=")]
-    return shlex.join(["python", "-m", "pipeline", *args, f"hydra.run.dir={run_dir}"])
+    return shlex.join([*command_prefix(), *args, f"hydra.run.dir={run_dir}"])
 
 
 def _check_inputs(name: str, cfg: DictConfig, run_dir: Path) -> list[Path]:
@@ -90,6 +92,9 @@ def _run_stage(
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
+    threads = choose_threads()
+    if spec.timed:
+        config_slice["torch_threads"] = threads
     fingerprint = compute_fingerprint(config_slice, inputs, (spec.entry_module,))
     digest = fingerprint.digest
     started = time.perf_counter()
@@ -104,7 +109,10 @@ def _run_stage(
             )
             log.info("[%s] reused: %s", name, reason)
             seconds = time.perf_counter() - started
-            return StageOutcome(name, StageStatus.reused, seconds, artifacts, reason, digest)
+            reused_threads = cached.extra.get("torch_threads")
+            return StageOutcome(
+                name, StageStatus.reused, seconds, artifacts, reason, digest, reused_threads
+            )
         previous = cache.previous_fingerprint(name, run_dir)
         reason = (
             explain_change(previous, fingerprint)
@@ -113,17 +121,20 @@ def _run_stage(
         )
         log.debug("[%s] running (%s)", name, reason)
         before_running()
-        use_free_cores()
+        apply_threads(threads)
         # What exists now (torch, the loaded model) is left out of cyclic collections during the
         # stage: they walked that whole heap and took ~0.4 s of the export stage. Collections
         # still run for what the stage creates; run_pipeline unfreezes at the end.
         gc.freeze()
         artifacts = spec.call(cfg, run_dir)
         outputs = output_paths(artifacts, run_dir)
-        cache.store(name, fingerprint, outputs, {"metrics": stage_metrics(artifacts)}, run_dir)
+        extra = {"metrics": stage_metrics(artifacts), "torch_threads": threads}
+        cache.store(name, fingerprint, outputs, extra, run_dir)
     seconds = time.perf_counter() - started
-    log.info("[%s] done in %.2f s (ran: %s)", name, seconds, reason)
-    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason, digest)
+    log.info(
+        "[%s] done in %.2f s with %d torch thread(s) (ran: %s)", name, seconds, threads, reason
+    )
+    return StageOutcome(name, StageStatus.done, seconds, artifacts, reason, digest, threads)
 
 
 @dataclass(frozen=True)
@@ -204,14 +215,26 @@ def _run_stages(
             raise
         result.stages.append(outcome)
         tracker.set_tags({f"stage.{name}": outcome.status.value})
+        if outcome.torch_threads is not None:
+            tracker.log_params({f"torch_threads.{name}": str(outcome.torch_threads)})
         metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
         metrics[f"time.{name}_s"] = outcome.seconds
         tracker.log_metrics(metrics)
+        if metrics.get("lower.fault_injected"):  # recorded only when a fault was applied
+            tracker.set_tags({"fault_injected": _fault_description(cfg) or "yes"})
         files = _artifact_files(outcome.artifacts, run_dir)
         tracker.log_artifacts(files, name)
         for path in files:
             if path.suffix == ".csv":
                 tracker.log_table(path, f"tables/{path.stem}.json")
+
+
+def _fault_description(cfg: DictConfig) -> str | None:
+    """'scale on linear_1' for a configured `backend.fault.*`, else None."""
+    fault = cfg.backend.get("fault")
+    if fault is None or (not fault.get("node") and fault.get("debug_handle") is None):
+        return None
+    return f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
 
 
 def _start_tracking(tracker: Tracker, cfg: DictConfig, run_dir: Path, names: list[str]) -> None:
@@ -224,9 +247,9 @@ def _start_tracking(tracker: Tracker, cfg: DictConfig, run_dir: Path, names: lis
         "run_dir": str(run_dir),
         "stages": ",".join(names),
     }
-    fault = cfg.backend.get("fault")
-    if fault is not None and (fault.get("node") or fault.get("debug_handle") is not None):
-        tags["fault_injected"] = f"{fault.kind} on {fault.node or f'handle {fault.debug_handle}'}"
+    fault = _fault_description(cfg)
+    if fault:
+        tags["fault_requested"] = fault  # `fault_injected` once the lower stage applied it
     container = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     run_name = (
         cfg.tracking.run_name or f"{cfg.model.name}-{cfg.backend.name}-{cfg.backend.precision}"
@@ -300,6 +323,7 @@ def run_pipeline(
 
     `base_dir` (default: the working directory) is where relative model file paths start."""
     names = select_stages(stage_names(list(cfg.stages)))
+    settle_backend_option(cfg, base_dir or Path.cwd())
     check_config(cfg, names)
     if "export" in names:
         settle_model_option(cfg, base_dir or Path.cwd())

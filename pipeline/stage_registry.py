@@ -38,6 +38,9 @@ class StageSpec:
     optional_inputs: Callable[[DictConfig, Path], list[Path]]
     call: Callable[[DictConfig, Path], Any]
     produced_by: str
+    # Its results are timings: the torch thread count is part of its fingerprint, so a run
+    # measured under another thread count is never reused (a sweep's jobs split the cores).
+    timed: bool = False
 
 
 def _export_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
@@ -49,6 +52,19 @@ def _export_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
     from stages.export.model_target import target_source_file
 
     source = target_source_file(str(cfg.model._target_), Path.cwd())
+    return [source] if source is not None else []
+
+
+def _backend_source(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    """A user's backend source file: editing it invalidates a cached lower and run (a built-in's
+    code is in the stage's code version already)."""
+    from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES
+    from stages.python_target import target_source_file
+
+    target = str(cfg.backend.get("_target_") or "")
+    if not target or target in BUILTIN_BACKEND_NAMES:
+        return []
+    source = target_source_file(target, Path.cwd())
     return [source] if source is not None else []
 
 
@@ -126,10 +142,6 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     )
 
 
-def _none(cfg: DictConfig, run_dir: Path) -> list[Path]:
-    return []
-
-
 STAGES: dict[str, StageSpec] = {
     "export": StageSpec(
         "export",
@@ -145,7 +157,7 @@ STAGES: dict[str, StageSpec] = {
         ("backend", "model.name"),
         "stages.lower.stage",
         _lower_inputs,
-        _none,
+        _backend_source,
         _call_lower,
         produced_by="export",
     ),
@@ -154,9 +166,10 @@ STAGES: dict[str, StageSpec] = {
         ("runtime",),
         "stages.run.stage",
         _run_inputs,
-        _none,
+        _backend_source,
         _call_run,
         produced_by="lower",
+        timed=True,
     ),
     "analyze": StageSpec(
         "analyze",

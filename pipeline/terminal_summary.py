@@ -19,10 +19,21 @@ def _analysis_lines(result: PipelineResult) -> list[str]:
 
 def format_summary(result: PipelineResult) -> str:
     """Plain-text summary; widths fixed so it reads in any terminal and in logs."""
-    lines = ["", "== pipeline summary ==", f"{'stage':<10}{'status':<10}{'seconds':>9}"]
+    lines = [
+        "",
+        "== pipeline summary ==",
+        f"{'stage':<10}{'status':<10}{'seconds':>9}  {'torch threads':>13}",
+    ]
     for outcome in result.stages:
-        lines.append(f"{outcome.name:<10}{outcome.status:<10}{outcome.seconds:>9.2f}")
-    lines.extend(_analysis_lines(result))
+        threads = "" if outcome.torch_threads is None else str(outcome.torch_threads)
+        lines.append(
+            f"{outcome.name:<10}{outcome.status:<10}{outcome.seconds:>9.2f}  {threads:>13}"
+        )
+    analysis = _analysis_lines(result)
+    lines.extend(analysis)
+    run = next((o for o in result.stages if o.name == "run"), None)
+    if analysis and run is not None and run.torch_threads is not None:
+        lines.append(f"latencies measured with {run.torch_threads} torch thread(s)")
     lines.append(f"artifacts: {result.run_dir}")
     lines.append(f"tracking:  {result.tracking}")
     return "\n".join(lines)

@@ -1,23 +1,9 @@
-"""Resolve a `_target_`-style dotted path: a module attribute or a nested one (Class.method)."""
+"""The callable a `_target_` names (`pkgutil.resolve_name`: `pkg.module.Name[.attr]` or `pkg.module:Name`)."""
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 from typing import Any
-
-
-def import_dotted(target: str) -> Any:
-    """The object at `package.module.Name[.attr...]`; ImportError/AttributeError if absent."""
-    parts = target.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ModuleNotFoundError:
-            continue
-        for attr in parts[cut:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(f"no importable module in {target!r}")
 
 
 def callable_target(
@@ -31,8 +17,8 @@ def callable_target(
     if not isinstance(target, str) or "." not in target:
         raise error(f"{option} needs `_target_: {expected}`")
     try:
-        found = import_dotted(target)
-    except (ImportError, AttributeError) as exc:
+        found = pkgutil.resolve_name(target)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise error(f"{option}._target_={target!r} cannot be imported ({exc})") from exc
     if not callable(found):
         raise error(f"{option}._target_={target!r} is not callable")

@@ -1,4 +1,5 @@
-"""Shared fixtures: compose tiny Hydra configs that write into tmp_path."""
+"""Shared fixtures: compose tiny Hydra configs that write into tmp_path; every MLflow store a test
+opens by default is under its temp dir, and the run fails if the suite changed the checkout."""
 
 from __future__ import annotations
 
@@ -9,8 +10,50 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
+from tests.helpers.clean_tree import tree_changes, tree_status
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.optional import REQUIRE_ENV
+
+REPO = Path(__file__).resolve().parents[1]
+_TREE_BEFORE = pytest.StashKey[set[str] | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Snapshot the working tree (controller only: xdist workers share the checkout)."""
+    if not hasattr(config, "workerinput"):
+        config.stash[_TREE_BEFORE] = tree_status(REPO)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when tests wrote into (or removed from) the checkout."""
+    before = session.config.stash.get(_TREE_BEFORE, None)
+    after = tree_status(REPO) if before is not None else None
+    if before is None or after is None:
+        return
+    changed = tree_changes(before, after)
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "the test suite changed the checkout (write under tmp_path instead):\n  " + (
+            "\n  ".join(changed)
+        )
+        if reporter is not None:
+            reporter.write_line("\n" + message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_tracking_store(tmp_path_factory: pytest.TempPathFactory) -> Generator[None]:
+    """Session-scoped fixtures' MLflow store (the fluent API's default is ./mlflow.db)."""
+    store = tmp_path_factory.mktemp("session_store") / "mlflow.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _tracking_store_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's default MLflow store is the one `python -m pipeline` would make in tmp_path."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
 
 
 def _fail_skip(report: pytest.TestReport | pytest.CollectReport) -> None:

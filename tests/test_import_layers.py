@@ -63,3 +63,14 @@ def test_the_walker_sees_lazy_imports_and_finds_a_planted_cycle() -> None:
     }
     cycle = find_cycle(planted)
     assert cycle is not None and cycle[0] == cycle[-1]
+
+
+def test_the_mlflow_contract_covers_every_package_but_tracking() -> None:
+    """A new pipeline package or module is a source of the 'only pipeline.tracking' contract."""
+    import tomllib
+
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    (mlflow_rule,) = [c for c in contracts if "mlflow" in c.get("forbidden_modules", [])]
+    top_level = {".".join(m.split(".")[:2]) for m in project_modules("pipeline") if "." in m}
+    assert set(mlflow_rule["source_modules"]) >= (top_level - {"pipeline.tracking"}) | {"stages"}
+    assert "pipeline.tracking" not in mlflow_rule["source_modules"]

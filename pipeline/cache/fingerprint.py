@@ -15,16 +15,19 @@ from pipeline.cache.import_graph import code_version
 
 _CHUNK = 1 << 20
 # Libraries whose version changes what a stage writes (torch.export graphs, ExecuTorch's lowering,
-# Hugging Face model code): upgrading one recomputes the stages instead of reusing stale results.
+# Hugging Face model code): upgrading one (or Python) recomputes the stages instead of reusing
+# stale results.
 RESULT_LIBRARIES = ("torch", "executorch", "transformers")
 
 
 @functools.cache
 def library_versions() -> dict[str, str]:
-    """Installed versions of RESULT_LIBRARIES ("absent" when not installed); no import."""
+    """The Python version and the installed versions of RESULT_LIBRARIES ("absent" when not
+    installed); no import. A 3.13 run never reuses a 3.12 run's results or timings."""
+    import platform
     from importlib.metadata import PackageNotFoundError, version
 
-    found: dict[str, str] = {}
+    found: dict[str, str] = {"python": platform.python_version()}
     for name in RESULT_LIBRARIES:
         try:
             found[name] = version(name)

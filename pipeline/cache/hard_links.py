@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from pathlib import Path
+
+from stages.formats.atomic_write import atomic_path
 
 
 def link_or_copy(src: Path, dst: Path) -> None:
@@ -13,11 +14,9 @@ def link_or_copy(src: Path, dst: Path) -> None:
     if dst.exists() and os.path.samefile(src, dst):
         return
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copy2(src, tmp)
-    os.replace(tmp, dst)
+    with atomic_path(dst) as tmp:
+        tmp.unlink(missing_ok=True)  # left by a process that died mid-link
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copy2(src, tmp)

@@ -12,10 +12,8 @@ again instead of feeding a tampered or corrupted artifact to the next one.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
-import os
 import shutil
 import stat
 import time
@@ -24,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.cache.file_lock import file_lock
 from pipeline.cache.fingerprint import Fingerprint, file_sha256
 from pipeline.cache.hard_links import link_or_copy
+from stages.formats.atomic_write import write_text_atomic
 
 log = logging.getLogger("pipeline")
 
@@ -55,9 +55,7 @@ def make_read_only(path: Path) -> None:
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
 def remove_tree(path: Path) -> None:
@@ -82,14 +80,8 @@ class StageCache:
         if not self.enabled:
             yield
             return
-        lock_path = self.root / stage / f"{digest}.lock"
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with lock_path.open("a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with file_lock(self.root / stage / f"{digest}.lock"):
+            yield
 
     def lookup(self, stage: str, digest: str) -> CachedStage | None:
         """The cached result for this fingerprint, if complete and every file has its bytes."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from pipeline.config.backend_option import check_backend_class
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
 from stages.formats.closed_sets import FaultKind
@@ -83,6 +84,7 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
     if "lower" in stages:
         check_fault_kind(cfg)
         check_fault_changes_something(cfg)
+        check_backend_class(cfg)
         check_backend_precision(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)

@@ -13,6 +13,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from pipeline.config.backend_option import register_backend_name_resolver
 from stages.analyze.config import AnalyzeConfig
 from stages.export.config import ExportConfig, InputsConfig, ModelConfig
 from stages.lower.config import BackendConfig
@@ -90,7 +91,9 @@ def _model_schema() -> Any:
 
 
 def register_configs() -> None:
-    """Register the top-level schema and one schema per config group."""
+    """Register the top-level schema, one schema per config group, and the resolver that
+    names the backend after its class."""
+    register_backend_name_resolver()
     cs = ConfigStore.instance()
     cs.store(name="pipeline_schema", node=PipelineConfig)
     cs.store(group="model", name="model_schema", node=_model_schema())

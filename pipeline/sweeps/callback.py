@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
 from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts
+from pipeline.tracking.client import log_metric_values, tracking_client
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
 from pipeline.tracking.store import artifact_root_for
+from pipeline.tracking.tables import log_csv_table
 from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE
 
 log = logging.getLogger("pipeline")
@@ -72,11 +73,9 @@ class SweepTracking(Callback):
         if not server_reachable(uri):
             log.warning("sweep: tracking server %s unreachable; each job logs locally", uri)
             return
-        from mlflow.tracking import MlflowClient
-
         root = artifact_root_for(uri)
         self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
-        self.client = MlflowClient(tracking_uri=uri)
+        self.client = tracking_client(uri)
         overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
         sweep_dir = str(Path(str(config.hydra.sweep.dir)).resolve())
         run = self.client.create_run(
@@ -104,36 +103,34 @@ class SweepTracking(Callback):
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
         verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in failed_verdicts(sweep_dir)]
         if self.client is not None and self.parent_id is not None:
-            failed_runs = self._finish_parent(sweep_dir, failed=bool(failed), verdicts=verdicts)
+            failed_runs = self._finish_parent(self.parent_id, sweep_dir, bool(failed), verdicts)
             failed = failed or failed_runs
         else:
-            jobs = sum(1 for d in sweep_dir.iterdir() if (d / ".hydra").is_dir())
-            print(
-                f"\n== sweep: {jobs} jobs, {len(failed)} failed, {len(verdicts)} failed "
-                "verdict(s) (not tracked) ==",
-                flush=True,
-            )
-        verdict_note = (
-            f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
-        )
-        if failed:
-            raise SweepFailedError(
-                f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}{verdict_note}"
-            )
-        if verdicts:
-            print(
-                f"verdict: {len(verdicts)} sweep job(s) FAIL their verdict: {', '.join(verdicts)}; "
-                f"exit code {VERDICT_FAILED_EXIT_CODE} (analyze.fail_exit_code=false exits 0)",
-                file=sys.stderr,
-                flush=True,
-            )
-            raise SweepVerdictFailedError(VERDICT_FAILED_EXIT_CODE)
+            self._compare_job_dirs(sweep_dir, len(failed), len(verdicts))
+        _exit_on_failures(failed, verdicts)
 
-    def _finish_parent(self, sweep_dir: Path, failed: bool, verdicts: list[str]) -> list[str]:
+    @staticmethod
+    def _compare_job_dirs(sweep_dir: Path, failed: int, verdicts: int) -> None:
+        """Tracking off: the comparison is read from the job dirs and written beside them."""
+        from pipeline.sweeps.comparison import compare_sources  # torch: only when a sweep ends
+        from pipeline.sweeps.run_sources import sweep_dir_sources
+
+        sources = sweep_dir_sources(sweep_dir)
+        out_dir = sweep_dir / "comparison"
+        comparison = compare_sources(sources, out_dir)
+        print(
+            f"\n== sweep: {len(sources)} jobs, {failed} failed, {verdicts} failed verdict(s) "
+            "(not tracked) =="
+        )
+        print(f"{comparison.text}\ncomparison: {out_dir}", flush=True)
+
+    def _finish_parent(
+        self, parent_id: str, sweep_dir: Path, failed: bool, verdicts: list[str]
+    ) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the
         model/backend of each failed child run."""
         children = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{self.parent_id}'"
+            [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'"
         )
         out_dir = sweep_dir / "comparison"
         from pipeline.sweeps.comparison import compare_runs  # torch: only when a sweep ends
@@ -143,35 +140,42 @@ class SweepTracking(Callback):
             [comparison.plot] if comparison.plot else []
         )
         for path in files:
-            self.client.log_artifact(self.parent_id, str(path), "comparison")
-        self._log_tables(files)
+            self.client.log_artifact(parent_id, str(path), "comparison")
+        for path in files:
+            if path.suffix == ".csv":
+                log_csv_table(self.client, parent_id, path, f"tables/{path.stem}.json")
         failed_runs = [c for c in children if c.info.status != "FINISHED"]
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        self.client.log_batch(
-            self.parent_id,
-            metrics=[
-                Metric("sweep.jobs", float(len(children)), now, 0),
-                Metric("sweep.failed_jobs", float(len(failed_runs)), now, 0),
-                Metric("sweep.failed_verdicts", float(len(verdicts)), now, 0),
-            ],
+        log_metric_values(
+            self.client,
+            parent_id,
+            {
+                "sweep.jobs": len(children),
+                "sweep.failed_jobs": len(failed_runs),
+                "sweep.failed_verdicts": len(verdicts),
+            },
         )
         status = "FAILED" if failed or failed_runs else "FINISHED"
-        self.client.set_terminated(self.parent_id, status=status)
+        self.client.set_terminated(parent_id, status=status)
         print(
             f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed, "
             f"{len(verdicts)} failed verdict(s) ==\n{comparison.text}"
         )
-        print(f"comparison: {out_dir}\nparent MLflow run: {self.parent_id}", flush=True)
+        print(f"comparison: {out_dir}\nparent MLflow run: {parent_id}", flush=True)
         return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
 
-    def _log_tables(self, files: list[Path]) -> None:
-        import pandas as pd
 
-        for path in files:
-            if path.suffix == ".csv":
-                frame = pd.read_csv(path)
-                self.client.log_table(
-                    self.parent_id, data=frame, artifact_file=f"tables/{path.stem}.json"
-                )
+def _exit_on_failures(failed: list[str], verdicts: list[str]) -> None:
+    """Exit 1 when a job failed (naming failed verdicts too), else 3 when a verdict failed."""
+    note = f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
+    if failed:
+        raise SweepFailedError(
+            f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}{note}"
+        )
+    if verdicts:
+        print(
+            f"verdict: {len(verdicts)} sweep job(s) FAIL their verdict: {', '.join(verdicts)}; "
+            f"exit code {VERDICT_FAILED_EXIT_CODE} (analyze.fail_exit_code=false exits 0)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SweepVerdictFailedError(VERDICT_FAILED_EXIT_CODE)

@@ -1,24 +1,24 @@
 """Compare finished runs: a table and a latency-vs-gap plot per (model, backend, precision), and
-per-op comparisons across backends for each model. Used by the sweep callback and pipeline.tools.compare.
-
-Each table the comparison reads becomes typed rows first (`RunRow`, `TimedOp`, `OpGap`); each
-table it writes is built from typed rows (`RunRow`, `OpComparison`).
-"""
+per-op comparisons across backends for each model (rows keyed by the exported program's ops).
+Used by the sweep callback (tracked or not) and pipeline.tools.compare."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import json
-import math
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from stages.analyze.config import UNITS_PER_MS
-from stages.formats.etdump.records import TIMED_BLOCK
+from pipeline.sweeps.op_alignment import (
+    OpRow,
+    RunOps,
+    align,
+    read_op_gaps,
+    read_timed_ops,
+)
+from pipeline.sweeps.run_sources import RunSource, mlflow_sources, runtime_kind
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class RunRow:
     model: str
     backend: str
     precision: str
+    # Who measured the latencies (emulated Python kernels or a C++ runtime): never ranked
+    # against each other.
+    runtime: str
     status: str
     verdict: str
     latency_p50_ms: float | None
@@ -53,6 +56,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "model",
     "backend",
     "precision",
+    "runtime",
     "status",
     "verdict",
     "latency_p50_ms",
@@ -60,44 +64,6 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "gap_metric",
     "first_divergence",
 )
-
-
-class TimedOp(NamedTuple):
-    """An events.csv row of a timed block that names ops, its p50 converted to ms."""
-
-    op: str
-    p50_ms: float
-
-
-class OpGap(NamedTuple):
-    """A compared numeric_gap.csv row: the op group and its local gap (accumulated if none)."""
-
-    op: str
-    metric: str
-    value: float
-
-
-@dataclass
-class OpComparison:
-    """One op (or fused op group) across the runs of one model."""
-
-    op: str
-    p50_ms: dict[str, float] = field(default_factory=dict)  # by run label
-    local_gap: dict[str, float] = field(default_factory=dict)  # by run label
-    metric: str = ""
-    slowest: str | None = None
-    least_accurate: str | None = None
-
-    def record(self) -> dict[str, Any]:
-        """The CSV row: `p50_ms[<label>]` and `local_<metric>[<label>]` columns per run."""
-        row: dict[str, Any] = {"op": self.op}
-        row |= {f"p50_ms[{label}]": value for label, value in self.p50_ms.items()}
-        row |= {f"local_{self.metric}[{label}]": v for label, v in self.local_gap.items()}
-        if self.slowest is not None:
-            row["slowest"] = self.slowest
-        if self.least_accurate is not None:
-            row["least_accurate"] = self.least_accurate
-        return row
 
 
 @dataclass(frozen=True)
@@ -108,114 +74,63 @@ class Comparison:
     text: str
 
 
-def _metric(run: Any, key: str) -> float | None:
-    value = run.data.metrics.get(f"analyze.{key}")
-    return float(value) if value is not None else None
-
-
-def _local_or_download(client: Any, run: Any, name: str, into: Path) -> Path | None:
-    """A run's analyze artifact: from its run dir when on this machine, else downloaded."""
-    run_dir = run.data.tags.get("run_dir")
-    if run_dir and (Path(run_dir) / name).is_file():
-        return Path(run_dir) / name
-    try:
-        return Path(client.download_artifacts(run.info.run_id, f"analyze/{name}", str(into)))
-    except Exception:  # a failed run has no analysis: it is listed, not compared per op
-        return None
-
-
-def _run_row(client: Any, run: Any, scratch: Path) -> RunRow:
-    tags = run.data.tags
-    summary: dict[str, Any] = {}
-    summary_path = _local_or_download(client, run, "summary.json", scratch / run.info.run_id)
-    if summary_path is not None:
-        summary = json.loads(summary_path.read_text())
+def _run_row(source: RunSource) -> RunRow:
+    tags, metrics = source.tags, source.metrics
+    summary = source.summary()
     divergence = summary.get("first_divergence")
-    verdict = _metric(run, "verdict_pass")
+    verdict = metrics.get("verdict_pass")
+    backend = tags.get("backend", "")
     return RunRow(
         model=tags.get("model", ""),
-        backend=tags.get("backend", ""),
+        backend=backend,
         precision=tags.get("precision", ""),
-        status=run.info.status,
+        runtime=runtime_kind(backend, summary),
+        status=source.status,
         verdict="" if verdict is None else ("pass" if verdict == 1.0 else "fail"),
-        latency_p50_ms=_metric(run, "latency_p50_ms"),
-        latency_p90_ms=_metric(run, "latency_p90_ms"),
-        max_gap=_metric(run, "max_gap"),
+        latency_p50_ms=metrics.get("latency_p50_ms"),
+        latency_p90_ms=metrics.get("latency_p90_ms"),
+        max_gap=metrics.get("max_gap"),
         gap_metric=str(summary.get("gap_metric", "")),
         higher_is_better=summary.get("higher_is_better"),
-        delegated_time_share=_metric(run, "delegated_time_share"),
-        delegated_op_ratio=_metric(run, "delegated_op_ratio"),
-        partitions=_metric(run, "partitions"),
+        delegated_time_share=metrics.get("delegated_time_share"),
+        delegated_op_ratio=metrics.get("delegated_op_ratio"),
+        partitions=metrics.get("partitions"),
         first_divergence="+".join(divergence["op_names"]) if divergence else "",
-        run_id=run.info.run_id,
+        run_id=source.run_id,
         run_dir=tags.get("run_dir", ""),
     )
 
 
-def run_rows(client: Any, runs: Sequence[Any], scratch: Path) -> list[RunRow]:
-    rows = [_run_row(client, run, scratch) for run in runs]
+def run_rows(sources: Sequence[RunSource]) -> list[RunRow]:
+    rows = [_run_row(source) for source in sources]
     return sorted(rows, key=lambda r: (r.model, r.backend, r.precision))
 
 
-def read_timed_ops(events_csv: Path) -> list[TimedOp]:
-    with events_csv.open() as fh:
-        return [
-            # events.csv durations are in its rows' time_unit.
-            TimedOp("+".join(names), float(e["p50"]) / UNITS_PER_MS[e.get("time_unit") or "ms"])
-            for e in csv.DictReader(fh)
-            if e["event_block_name"] == TIMED_BLOCK and (names := json.loads(e["op_names"] or "[]"))
-        ]
-
-
-def read_op_gaps(numeric_gap_csv: Path) -> list[OpGap]:
-    gaps = []
-    with numeric_gap_csv.open() as fh:
-        for g in csv.DictReader(fh):
-            names = json.loads(g.get("op_names") or "[]")
-            if not names or g.get("status") != "ok":
-                continue
-            metric = g["gap_metric"]
-            value = g.get(f"local_{metric}") or g.get(metric)
-            gaps.append(OpGap("+".join(names), metric, float(value) if value else math.nan))
-    return gaps
-
-
-def _judge(entry: OpComparison, higher_is_better: bool | None) -> None:
-    """Name the slowest run and, when gaps differ, the least accurate one."""
-    if len(entry.p50_ms) > 1:
-        entry.slowest = max(entry.p50_ms, key=entry.p50_ms.__getitem__)
-    finite = {k: v for k, v in entry.local_gap.items() if not math.isnan(v)}
-    if higher_is_better is not None and len(finite) > 1 and len(set(finite.values())) > 1:
-        worst = min if higher_is_better else max
-        entry.least_accurate = worst(finite, key=finite.__getitem__)
-
-
-def per_op_rows(
-    client: Any, runs: Sequence[Any], rows: list[RunRow], model: str, scratch: Path
-) -> list[OpComparison]:
-    """One row per op (or fused op group): p50 and local gap under each backend, and who loses."""
-    by_run = {r.info.run_id: r for r in runs}
-    table: dict[str, OpComparison] = {}
-    directions = set()
-    for row in rows:
+def per_op_rows(sources: Sequence[RunSource], rows: list[RunRow], model: str) -> list[OpRow]:
+    """One row per group of the exported program's ops: p50 and local gap under each run."""
+    by_id = {id(s): s for s in sources}
+    runs = []
+    for row, source_id in zip(rows, _source_ids(sources, rows), strict=True):
         if row.model != model or row.status != "FINISHED":
             continue
-        run = by_run[row.run_id]
-        events = _local_or_download(client, run, "events.csv", scratch / run.info.run_id)
-        gaps = _local_or_download(client, run, "numeric_gap.csv", scratch / run.info.run_id)
-        for timed in read_timed_ops(events) if events is not None else []:
-            entry = table.setdefault(timed.op, OpComparison(timed.op))
-            entry.p50_ms[row.label] = entry.p50_ms.get(row.label, 0.0) + timed.p50_ms
-        for gap in read_op_gaps(gaps) if gaps is not None else []:
-            entry = table.setdefault(gap.op, OpComparison(gap.op))
-            entry.metric = gap.metric
-            entry.local_gap[row.label] = gap.value
-        directions.add(row.higher_is_better)
-    # Runs compared on different metrics or directions name no least accurate backend.
-    higher_is_better = directions.pop() if len(directions) == 1 else None
-    for entry in table.values():
-        _judge(entry, higher_is_better)
-    return sorted(table.values(), key=lambda e: -max(e.p50_ms.values(), default=0.0))
+        source = by_id[source_id]
+        events, gaps = source.fetch("events.csv"), source.fetch("numeric_gap.csv")
+        runs.append(
+            RunOps(
+                label=row.label,
+                runtime=row.runtime,
+                timed=read_timed_ops(events) if events is not None else [],
+                gaps=read_op_gaps(gaps) if gaps is not None else [],
+                higher_is_better=row.higher_is_better,
+            )
+        )
+    return align(runs)
+
+
+def _source_ids(sources: Sequence[RunSource], rows: list[RunRow]) -> list[int]:
+    """The source each (sorted) row came from, by its run dir or run id."""
+    index = {(s.run_id, s.tags.get("run_dir", "")): id(s) for s in sources}
+    return [index[(r.run_id, r.run_dir)] for r in rows]
 
 
 def _write_csv(
@@ -234,8 +149,7 @@ def _plot(path: Path, rows: list[RunRow]) -> Path | None:
     ]
     if not points:
         return None
-    from stages.analyze.report.plots import plot_points
-    from stages.analyze.report.svg_charts import Point
+    from stages.analyze.report.plots import Point, plot_points
 
     metrics = ", ".join(sorted({r.gap_metric or "?" for r, _, _ in points}))
     plot_points(
@@ -263,18 +177,31 @@ def format_table(rows: list[RunRow]) -> str:
 
 
 def compare_runs(client: Any, runs: Sequence[Any], out_dir: Path) -> Comparison:
+    """The comparison of MLflow runs (see compare_sources)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return compare_sources(mlflow_sources(client, runs, Path(scratch)), out_dir)
+
+
+def compare_sources(sources: Sequence[RunSource], out_dir: Path) -> Comparison:
     """Write comparison_runs.csv, latency_vs_gap.svg and comparison_ops_<model>.csv to out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as scratch:
-        rows = run_rows(client, runs, Path(scratch))
-        runs_path = out_dir / "comparison_runs.csv"
-        _write_csv(runs_path, [dataclasses.asdict(r) for r in rows], RUN_COLUMNS)
-        plot = _plot(out_dir / "latency_vs_gap.svg", rows)
-        per_op = []
-        for model in sorted({r.model for r in rows}):
-            ops = per_op_rows(client, runs, rows, model, Path(scratch))
-            if ops and sum(1 for r in rows if r.model == model) > 1:
-                path = out_dir / f"comparison_ops_{model}.csv"
-                _write_csv(path, [op.record() for op in ops])
-                per_op.append(path)
-    return Comparison(runs_path, plot, tuple(per_op), format_table(rows) if rows else "(no runs)")
+    rows = run_rows(sources)
+    runs_path = out_dir / "comparison_runs.csv"
+    _write_csv(runs_path, [dataclasses.asdict(r) for r in rows], RUN_COLUMNS)
+    plot = _plot(out_dir / "latency_vs_gap.svg", rows)
+    per_op = []
+    for model in sorted({r.model for r in rows}):
+        ops = per_op_rows(sources, rows, model)
+        if ops and sum(1 for r in rows if r.model == model) > 1:
+            runtimes = sorted({r.runtime for r in rows if r.model == model})
+            path = out_dir / f"comparison_ops_{model}.csv"
+            _write_csv(path, [op.record(runtimes) for op in ops])
+            per_op.append(path)
+    text = format_table(rows) if rows else "(no runs)"
+    kinds = sorted({r.runtime for r in rows})
+    if len(kinds) > 1:
+        text += (
+            f"\nlatencies come from different runtimes ({', '.join(kinds)}): each run's p50 is "
+            "shown with its runtime, and the slowest is named only among runs of one runtime"
+        )
+    return Comparison(runs_path, plot, tuple(per_op), text)

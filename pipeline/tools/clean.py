@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.cache.stage_cache import RECORD_NAME, RUN_RECORD_DIR, remove_tree
+from pipeline.tracking.store import resolve_tracking_uri, sqlite_database
 
 
 @dataclass
@@ -83,29 +83,6 @@ def _tree_bytes(path: Path) -> int:
     return total
 
 
-def delete_tracking_runs(uri: str, run_dirs: Iterable[Path]) -> int:
-    """Delete the MLflow runs logged from these run dirs and their local artifact dirs."""
-    from mlflow.tracking import MlflowClient
-
-    from pipeline.tracking.mlflow_tracker import local_artifact_dir
-
-    wanted = {str(p) for p in run_dirs}
-    if not wanted:
-        return 0
-    client = MlflowClient(uri)
-    deleted = 0
-    for experiment in client.search_experiments():
-        for run in client.search_runs([experiment.experiment_id], max_results=50_000):
-            if run.data.tags.get("run_dir") not in wanted:
-                continue
-            artifacts = local_artifact_dir(run.info.artifact_uri)
-            if artifacts is not None and artifacts.is_dir():
-                shutil.rmtree(artifacts.parent if artifacts.name == "artifacts" else artifacts)
-            client.delete_run(run.info.run_id)
-            deleted += 1
-    return deleted
-
-
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.tools.clean",
@@ -116,13 +93,25 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--outputs", type=Path, default=Path("outputs"), help="outputs dir")
     parser.add_argument("--cache-dir", type=Path, default=None, help="default: OUTPUTS/cache")
     parser.add_argument(
-        "--tracking-uri", default=None, help="default: the sqlite store OUTPUTS/mlflow.db if any"
+        "--tracking-uri",
+        default=None,
+        help="default: as python -m pipeline: $MLFLOW_TRACKING_URI, else OUTPUTS/mlflow.db",
     )
     parser.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
     args = parser.parse_args(argv)
     if args.keep < 0:
         parser.error("--keep must be >= 0")
     return args
+
+
+def _delete_tracking_runs(uri: str, run_dirs: list[Path]) -> int:
+    """The MLflow runs of removed run dirs; none when the sqlite store does not exist (yet)."""
+    database = sqlite_database(uri)
+    if not run_dirs or (database is not None and not database.is_file()):
+        return 0
+    from pipeline.tracking.client import delete_runs_logged_from  # imports MLflow
+
+    return delete_runs_logged_from(uri, run_dirs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,15 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cache_dir = (args.cache_dir or outputs / "cache").expanduser().resolve()
     plan = plan_clean(outputs, cache_dir, args.keep)
-    store = outputs / "mlflow.db"
-    uri = args.tracking_uri or (f"sqlite:///{store}" if store.is_file() else None)
+    uri = resolve_tracking_uri(args.tracking_uri, store_dir=outputs)
     doomed = plan.removed_runs + plan.removed_cache_entries + plan.removed_sweep_dirs
     if args.dry_run:
         for path in doomed:
             print(f"would remove {path}")
         print(f"keeping {len(plan.kept_runs)} run dirs; would remove {len(doomed)} paths")
         return 0
-    deleted = delete_tracking_runs(uri, plan.removed_runs) if uri else 0
+    deleted = _delete_tracking_runs(uri, plan.removed_runs)
     freed = 0
     for path in doomed:
         if path.exists():

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from pipeline.sweeps.comparison import compare_runs
-from pipeline.tracking.store import default_tracking_uri
+from pipeline.tracking.client import tracking_client
+from pipeline.tracking.store import resolve_tracking_uri
 
 
 def _filter(tags: list[str], parent: str | None) -> str:
@@ -29,17 +30,19 @@ def _filter(tags: list[str], parent: str | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.tools.compare", description=__doc__)
-    parser.add_argument("--uri", default=None, help="tracking URI (default: outputs/mlflow.db)")
+    parser.add_argument(
+        "--uri",
+        default=None,
+        help="tracking URI (default: as python -m pipeline: $MLFLOW_TRACKING_URI, else outputs/mlflow.db)",
+    )
     parser.add_argument("--experiment", default="delegate-debugger")
     parser.add_argument("--tag", action="append", default=[], help="KEY=VALUE, repeatable")
     parser.add_argument("--parent", default=None, help="only the child runs of this sweep run")
     parser.add_argument("--out", type=Path, default=Path("outputs/comparison"))
     args = parser.parse_args(argv)
 
-    from mlflow.tracking import MlflowClient
-
-    uri = args.uri or default_tracking_uri()
-    client = MlflowClient(tracking_uri=uri)
+    uri = resolve_tracking_uri(args.uri)
+    client = tracking_client(uri)
     experiment = client.get_experiment_by_name(args.experiment)
     if experiment is None:
         print(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import sys
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.tracking.store import default_tracking_uri
+from pipeline.tracking.store import resolve_tracking_uri
 from stages.analyze.report.model_explorer_overlay import OverlayFile
 from stages.formats.artifacts import ArtifactName
 
@@ -106,20 +105,12 @@ def locate_sources(roots: list[Path], etrecord: Path | None, scratch: Path) -> E
 
 def download_run(run_id: str, uri: str, scratch: Path) -> Path:
     """Download the stage artifacts (export/, lower/, analyze/) of an MLflow run into scratch."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
+    from pipeline.tracking.client import RunNotFoundError, download_run_dirs
 
-    client = MlflowClient(tracking_uri=uri)
     try:
-        present = {a.path for a in client.list_artifacts(run_id)}
-    except MlflowException as exc:
-        raise ExploreError(f"MLflow run {run_id} not found in {uri} (--uri): {exc}") from exc
-    target = scratch / run_id
-    target.mkdir(parents=True, exist_ok=True)
-    for stage in _STAGE_ARTIFACT_DIRS:
-        if stage in present:
-            client.download_artifacts(run_id, stage, str(target))
-    return target
+        return download_run_dirs(uri, run_id, _STAGE_ARTIFACT_DIRS, scratch / run_id)
+    except RunNotFoundError as exc:
+        raise ExploreError(str(exc)) from exc
 
 
 def serve(sources: ExploreSources, host: str, port: int, no_open: bool) -> None:
@@ -165,8 +156,7 @@ def _roots(run: str, uri: str | None, scratch: Path) -> list[Path]:
     if path.is_dir():
         return [path.resolve()]
     if _RUN_ID.fullmatch(run):
-        tracking = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
-        return [download_run(run, tracking, scratch)]
+        return [download_run(run, resolve_tracking_uri(uri), scratch)]
     raise ExploreError(f"{run!r} is neither a run directory nor an MLflow run id (32 hex digits)")
 
 

@@ -65,6 +65,9 @@ class DeferredTracker:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self._call("set_tags", dict(tags))
 
+    def log_params(self, params: Mapping[str, str]) -> None:
+        self._call("log_params", dict(params))
+
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
         self.begin()
         self.inner.finish(failed, error, killed)

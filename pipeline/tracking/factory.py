@@ -9,9 +9,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from pipeline.tracking import store
 from pipeline.tracking.mlflow_tracker import MlflowTracker, NullTracker, Tracker, server_reachable
 from pipeline.tracking.process import TrackerProcess
-from pipeline.tracking.store import artifact_root_for, default_tracking_uri
 
 log = logging.getLogger("pipeline")
 
@@ -20,8 +20,8 @@ OFFLINE_STORE_DIR = "offline_mlflow"
 
 
 def resolve_tracking_uri(tracking: DictConfig) -> str:
-    """tracking.uri, else $MLFLOW_TRACKING_URI, else the sqlite store under outputs/."""
-    return str(tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri())
+    """The store of the `tracking` config group (`pipeline.tracking.store.resolve_tracking_uri`)."""
+    return store.resolve_tracking_uri(tracking.uri)
 
 
 def offline_store(run_dir: Path) -> tuple[str, str]:
@@ -37,7 +37,7 @@ def make_tracker(tracking: DictConfig, run_dir: Path) -> Tracker:
         return NullTracker()
     uri = resolve_tracking_uri(tracking)
     parent = os.environ.get(PARENT_RUN_ENV) or None
-    artifact_root = artifact_root_for(uri)
+    artifact_root = store.artifact_root_for(uri)
     if not server_reachable(uri):
         if not tracking.fallback_to_local:
             raise ConnectionError(

@@ -95,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from mlflow.tracking import MlflowClient
 
-    from pipeline.tracking.store import default_tracking_uri, sqlite_database
+    from pipeline.tracking.store import resolve_tracking_uri, sqlite_database
 
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    uri = resolve_tracking_uri(args.tracking_uri)
     database = sqlite_database(uri)
     if database is not None and not database.is_file():
         print(f"error: {uri}: no such store file", file=sys.stderr)

@@ -7,27 +7,24 @@ store gets them uploaded.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
-import shutil
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Protocol
 
+from pipeline.cache.file_lock import file_lock
 from pipeline.cache.fingerprint import flatten_config
 from pipeline.cache.hard_links import link_or_copy
 from pipeline.tracking.dependency_logs import quiet_dependency_logs
 from pipeline.tracking.liveness import mark_dead_runs_killed, process_tags
 from pipeline.tracking.store import sqlite_database
-from pipeline.tracking.store_template import keep_template, seed_store
-from pipeline.tracking.tables import LOGGED_ARTIFACTS_TAG, table_json
+from pipeline.tracking.tables import log_csv_table
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +45,7 @@ class Tracker(Protocol):
     def log_artifacts(self, files: Sequence[Path], artifact_dir: str) -> None: ...
     def log_table(self, csv_path: Path, artifact_file: str) -> None: ...
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
+    def log_params(self, params: Mapping[str, str]) -> None: ...
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None: ...
     def describe(self) -> str: ...
 
@@ -72,6 +70,9 @@ class NullTracker:
         return None
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
+        return None
+
+    def log_params(self, params: Mapping[str, str]) -> None:
         return None
 
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
@@ -115,13 +116,8 @@ def store_lock(uri: str) -> Iterator[None]:
     if db_path is None:
         yield
         return
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    with Path(f"{db_path}.lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with file_lock(Path(f"{db_path}.lock")):
+        yield
 
 
 def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = None) -> str:
@@ -129,13 +125,9 @@ def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = Non
     from mlflow.tracking import MlflowClient
 
     quiet_dependency_logs()
-    database = sqlite_database(uri)
     with store_lock(uri):
-        migrates = database is not None and not database.exists() and not seed_store(database)
-        client = MlflowClient(tracking_uri=uri)
+        client = MlflowClient(tracking_uri=uri)  # MLflow creates and migrates a new store
         found = client.get_experiment_by_name(experiment)
-        if migrates and database is not None:
-            keep_template(database)  # MLflow migrated this one: the next new store is a copy
         if found is not None:
             return str(found.experiment_id)
         location = f"{artifact_root}/{experiment}" if artifact_root else None
@@ -186,7 +178,6 @@ class MlflowTracker:
         self.run_id: str | None = None
         # A local artifact store gets hard links to the run dir's files, not a second copy.
         self.local_artifacts: Path | None = None
-        self.tables: list[dict[str, str]] = []  # table artifacts named in mlflow.loggedArtifacts
 
     def start(
         self, run_name: str, params: Mapping[str, Any], tags: Mapping[str, str], config_yaml: str
@@ -234,23 +225,9 @@ class MlflowTracker:
                 self.client.log_artifact(self.run_id, str(path), artifact_path=artifact_dir)
 
     def log_table(self, csv_path: Path, artifact_file: str) -> None:
-        """The CSV as an MLflow table (UI: the run's tables), without pandas."""
-        if self.run_id is None or not csv_path.is_file():
-            return
-        artifact = PurePosixPath(artifact_file)
-        with tempfile.TemporaryDirectory(prefix="mlflow_table_") as tmp:
-            local = Path(tmp) / artifact.name
-            local.write_text(json.dumps(table_json(csv_path)))
-            if self.local_artifacts is not None:
-                target = self.local_artifacts / str(artifact.parent) / artifact.name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(local, target)
-            else:
-                self.client.log_artifact(self.run_id, str(local), str(artifact.parent))
-        entry = {"path": artifact_file, "type": "table"}
-        if entry not in self.tables:
-            self.tables.append(entry)
-            self.set_tags({LOGGED_ARTIFACTS_TAG: json.dumps(self.tables)})
+        """The CSV as an MLflow table (UI: the run's tables)."""
+        if self.run_id is not None and csv_path.is_file():
+            log_csv_table(self.client, self.run_id, csv_path, artifact_file)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag
@@ -258,6 +235,14 @@ class MlflowTracker:
         if self.run_id is None or not tags:
             return
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Params decided while the run goes on (e.g. each stage's torch thread count)."""
+        from mlflow.entities import Param
+
+        if self.run_id is None or not params:
+            return
+        self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
 
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
         """End the run: FINISHED, FAILED, or KILLED when a person interrupted it."""

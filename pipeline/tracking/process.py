@@ -30,9 +30,14 @@ GONE = "the tracking process ended unexpectedly (see the lines above)"
 
 
 def _child_env() -> dict[str, str]:
-    """This environment, with the project importable however this process found it."""
+    """This environment, with the project importable however this process found it, and the
+    working directory kept off the front of sys.path (PYTHONSAFEPATH), so it shadows nothing."""
     paths = [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in paths if p),
+        "PYTHONSAFEPATH": "1",
+    }
 
 
 class TrackerProcess:
@@ -41,7 +46,7 @@ class TrackerProcess:
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self.uri = str(settings["uri"])
         self._child = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.tracking.worker"],
+            [sys.executable, "-P", "-m", "pipeline.tracking.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=_child_env(),
@@ -87,6 +92,9 @@ class TrackerProcess:
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self._send("set_tags", {"tags": dict(tags)})
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        self._send("log_params", {"params": dict(params)})
 
     def finish(self, failed: bool, error: str | None = None, killed: bool = False) -> None:
         """End the tracking run and the child; raises TrackingError only on a clean finish."""

@@ -5,9 +5,17 @@ Any sqlite store keeps its artifacts beside its database file: MLflow's own defa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 DEFAULT_STORE_DIR = Path("outputs")
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+
+
+def resolve_tracking_uri(given: str | None = None, store_dir: Path = DEFAULT_STORE_DIR) -> str:
+    """The store every command uses: `given` (tracking.uri, --uri), else $MLFLOW_TRACKING_URI,
+    else the sqlite store under `store_dir` (outputs/ of the current directory)."""
+    return str(given or os.environ.get(TRACKING_URI_ENV) or default_tracking_uri(store_dir))
 
 
 def default_tracking_uri(store_dir: Path = DEFAULT_STORE_DIR) -> str:

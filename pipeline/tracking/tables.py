@@ -1,35 +1,13 @@
-"""CSV tables as MLflow table artifacts (the `split` JSON `MlflowClient.log_table` writes),
-without pandas: a reused run logs its tables in milliseconds instead of importing pandas."""
+"""CSV tables as MLflow table artifacts (a run's tables in the MLflow UI), one way for every run."""
 
 from __future__ import annotations
 
-import csv
-import math
 from pathlib import Path
 from typing import Any
 
-LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # where the MLflow UI finds a run's tables
 
+def log_csv_table(client: Any, run_id: str, csv_path: Path, artifact_file: str) -> None:
+    """Log a CSV file with a header row through `MlflowClient.log_table` (pandas' `split` JSON)."""
+    import pandas as pd
 
-def _cell(text: str) -> Any:
-    """A CSV cell typed as pandas would read it; non-finite numbers and blanks become null."""
-    if text == "":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return number if math.isfinite(number) else None
-
-
-def table_json(csv_path: Path) -> dict[str, Any]:
-    """{"columns": [...], "data": [[...], ...]} for a CSV file with a header row."""
-    with csv_path.open(newline="") as fh:
-        rows = list(csv.reader(fh))
-    if not rows:
-        return {"columns": [], "data": []}
-    return {"columns": rows[0], "data": [[_cell(c) for c in row] for row in rows[1:]]}
+    client.log_table(run_id, data=pd.read_csv(csv_path), artifact_file=artifact_file)

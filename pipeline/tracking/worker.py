@@ -59,6 +59,8 @@ def _apply(tracker: Any, call: str, args: dict[str, Any]) -> Any:
         tracker.log_table(Path(args["csv_path"]), args["artifact_file"])
     elif call == "set_tags":
         tracker.set_tags(args["tags"])
+    elif call == "log_params":
+        tracker.log_params(args["params"])
     elif call == "finish":
         tracker.finish(**args)
     else:

@@ -27,6 +27,14 @@ from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.linking import ProgramIndex, check_same_program
+from stages.analyze.link.map_check import (
+    MapCheck,
+    check_runtime_maps,
+    log_findings,
+    map_not_evaluated,
+    unobserved_inputs_note,
+    whole_partition_divergence,
+)
 from stages.analyze.link.metadata_parsers import resolve_parser
 from stages.analyze.link.node_names import fault_node_names, names_of
 from stages.analyze.link.program_identity import (
@@ -45,6 +53,7 @@ from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_re
 from stages.analyze.report.trace_export import build_trace, write_trace
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
+from stages.formats.delegate_map_findings import ERROR, MAP_CHECK_KEY
 from stages.formats.paused_gc import paused_gc
 
 TOP_OPS_SVG = "top_ops_p50.svg"
@@ -88,6 +97,7 @@ def _numeric_gap(
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
+    map_check: MapCheck | None = None,
     floor_units: float = 0.0,
 ) -> _Gaps:
     """Gap rows and cond records, or none and why they cannot be computed; and a note when every
@@ -96,7 +106,9 @@ def _numeric_gap(
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
         return _Gaps([], [], blocker)
-    outputs = runtime_outputs(inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path))
+    outputs = runtime_outputs(
+        inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path), map_check
+    )
     program = program or record.exported_program()
     names = fault_node_names(program.graph_module)
     if not outputs:
@@ -177,6 +189,12 @@ def _metrics(summary: dict[str, Any], verdict: Verdict, gap_seconds: float) -> d
         "diverged_outputs": float(verdict.diverged_rows),
         "partitions": float(summary["partitions"]),
         "numeric_gap_seconds": gap_seconds,
+        "delegate_map_errors": float(
+            sum(f["severity"] == ERROR for f in summary.get(MAP_CHECK_KEY, []))
+        ),
+        "delegate_map_warnings": float(
+            sum(f["severity"] != ERROR for f in summary.get(MAP_CHECK_KEY, []))
+        ),
     }
     first = summary["first_divergence"] or {}
     optional = {
@@ -205,6 +223,7 @@ class _Linked:
     identity: Any
     program: ExportedProgram | None
     parser: Any
+    map_check: MapCheck = field(default_factory=MapCheck)
 
 
 def _load_and_link(
@@ -226,7 +245,9 @@ def _load_and_link(
         index.backend,
         record.lowering_info.get("backend_target") if record is not None else None,
     )
-    return _Linked(inputs, index, identity, program, parser)
+    map_check = check_runtime_maps(inputs.etdump, index, record)
+    log_findings(map_check)
+    return _Linked(inputs, index, identity, program, parser, map_check)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -298,7 +319,12 @@ def _compare(
 ) -> tuple[_Gaps, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
     found = _numeric_gap(
-        linked.inputs, linked.index, comparators, linked.program, budget.floor_units
+        linked.inputs,
+        linked.index,
+        comparators,
+        linked.program,
+        linked.map_check,
+        budget.floor_units,
     )
     gap_rows, flows, note = found.rows, found.flows, found.inputs_note
     reason = found.not_evaluated.why if found.not_evaluated is not None else ""
@@ -325,16 +351,30 @@ def _compare(
 def _complete_summary(
     summary: dict[str, Any], verdict: Verdict, found: _Gaps, linked: _Linked
 ) -> None:
-    """The first divergence's fault-node names; identity, what was not evaluated, control flow
-    and warnings."""
+    """The first divergence's fault-node names; identity, control flow and warnings (what was
+    not evaluated comes with the map check, `_add_map_check`)."""
     if summary["first_divergence"] is not None and verdict.first_divergence is not None:
         handles = verdict.first_divergence.handles
         summary["first_divergence"]["fault_nodes"] = names_of(found.node_names, handles)
-    not_evaluated = found.not_evaluated
     summary["program_identity"] = linked.identity.record()
-    summary["not_evaluated"] = report_unused([not_evaluated] if not_evaluated else [])
     summary["control_flow"] = [f.record() for f in found.flows]
     summary["warnings"] = _fault_warnings(linked.inputs.etrecord, found.flows, linked.program)
+
+
+def _add_map_check(
+    summary: dict[str, Any], linked: _Linked, verdict: Verdict, unused: NotEvaluated | None
+) -> None:
+    """The delegate map findings, what they kept out of the numeric gap, and what they mean
+    for the first divergence (a whole partition, or unobserved inputs)."""
+    check = linked.map_check
+    summary[MAP_CHECK_KEY] = check.records()
+    first = whole_partition_divergence(check, linked.index, summary["first_divergence"])
+    row = verdict.first_divergence
+    unobserved_inputs_note(first, row.unobserved_inputs if row else ())
+    summary["first_divergence"] = first
+    # Without a numeric gap at all, what the map kept out of it is not worth listing.
+    items = [unused] if unused is not None else map_not_evaluated(check)
+    summary["not_evaluated"] = report_unused(items)
 
 
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
@@ -379,6 +419,7 @@ def run_analyze(
         cfg.top_k,
     )
     _complete_summary(summary, verdict, found, linked)
+    _add_map_check(summary, linked, verdict, found.not_evaluated)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

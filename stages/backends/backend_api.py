@@ -1,18 +1,28 @@
-"""The delegate backend interface (AOT and runtime halves) and the backend registry."""
+"""The delegate backend interface (AOT and runtime halves) and the backend registry.
+
+Backend authors import these names from `stages.backends.api`, which stays put when this moves.
+"""
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
-from stages.backends.backend_registry import REGISTERED_BACKENDS
-from stages.dotted_import import import_dotted
+from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES, REGISTERED_BACKENDS
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.formats.executorch_program import EXECUTORCH_BACKEND_PREFIX, is_executorch_backend
+from stages.formats.fault_injection import fault_hits
 from stages.formats.tracer_protocol import EventTracerProtocol
+from stages.python_target import absolute_target, import_target
+
+# A backend's name labels run dirs, events and MLflow runs: a plain file-name-safe word.
+BACKEND_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class BackendError(Exception):
@@ -52,9 +62,13 @@ class PartitionGraph:
 class BackendDetails(ABC):
     """A delegate backend: which ops it takes, how it compiles them, how it runs them."""
 
+    # The backend's name: run dirs, events, lowering.json and MLflow are labelled with it.
     name: ClassVar[str]
     # Time unit of the timestamps this backend logs post-time: ticks per millisecond.
     ticks_per_ms: ClassVar[float] = 1e6
+    # True when preprocess applies `backend.fault.*` (through `fault_for`); a fault asked of a
+    # backend that leaves this False is refused before any stage runs.
+    applies_faults: ClassVar[bool] = False
 
     def __init__(self, precision: str = "fp32", fault: dict[str, Any] | None = None) -> None:
         if precision not in self.precisions():
@@ -64,10 +78,22 @@ class BackendDetails(ABC):
             )
         self.precision = precision
         self.fault = fault
+        # Names of the nodes whose kernels took the fault (filled by `fault_for`).
+        self.faulted_nodes: list[str] = []
 
     @classmethod
     def precisions(cls) -> tuple[str, ...]:
         return ("fp32", "fp16", "int8")
+
+    def fault_for(self, nodes: Iterable[torch.fx.Node]) -> dict[str, Any] | None:
+        """The fault when one of `nodes` (a kernel's ops) is its target, else None; call it once
+        per kernel in preprocess and store what it returns with the kernel. Records the hit, so
+        the lower stage knows the fault was applied."""
+        listed = list(nodes)
+        found = fault_hits(self.fault, listed)
+        if found is not None:
+            self.faulted_nodes.extend(n.name for n in listed)
+        return found
 
     # AOT half -----------------------------------------------------------------------------
     @abstractmethod
@@ -98,27 +124,59 @@ class BackendDetails(ABC):
 
 
 BackendFactory = Callable[..., BackendDetails]
-_REGISTRY = REGISTERED_BACKENDS
+# Users' backends met in this process (name -> absolute target), so the run stage finds a
+# backend by the name lower recorded; the built-in table itself is never changed.
+_USER_BACKENDS: dict[str, str] = {}
 
 
-def register_backend(name: str, target: str) -> None:
-    """Make `backend=name` (and the runtime's lookup by name) resolve to `target`."""
-    _REGISTRY[name] = target
+def _checked_class(found: Any, target: str) -> type[BackendDetails]:
+    """`found` as a backend class whose `name` may label a run; BackendError otherwise."""
+    if not (isinstance(found, type) and issubclass(found, BackendDetails)):
+        raise BackendError(
+            f"backend._target_={target!r} is not a BackendDetails subclass (subclass "
+            "stages.backends.api.BackendDetails)"
+        )
+    name = getattr(found, "name", None)
+    if not isinstance(name, str) or not BACKEND_NAME_PATTERN.fullmatch(name):
+        raise BackendError(
+            f"backend._target_={target!r}: {found.__name__} needs a class attribute "
+            f'`name = "..."` (letters, digits, _ . -), got {name!r}; it labels the run'
+        )
+    if is_executorch_backend(name) and BUILTIN_BACKEND_NAMES.get(target) != name:
+        raise BackendError(
+            f"backend._target_={target!r}: {found.__name__}.name={name!r} starts with "
+            f"{EXECUTORCH_BACKEND_PREFIX!r}, which is kept for ExecuTorch's own backends; rename it"
+        )
+    builtin = {builtin_name: dotted for dotted, builtin_name in BUILTIN_BACKEND_NAMES.items()}
+    if name in builtin and BUILTIN_BACKEND_NAMES.get(target) != name:
+        raise BackendError(
+            f"backend._target_={target!r}: {found.__name__}.name={name!r} is the name of the "
+            f"built-in backend {builtin[name]}; give your class a `name` of its own"
+        )
+    return found
 
 
 def backend_class(name: str, target: str | None = None) -> type[BackendDetails]:
-    """The backend class for a registered name, or for a user's `_target_`."""
-    dotted = target or _REGISTRY.get(name)
+    """The backend class for a registered name, or for a user's `_target_` (a dotted path, or
+    a file form `FILE.py:Class`, relative paths from the working directory)."""
+    dotted = target or REGISTERED_BACKENDS.get(name) or _USER_BACKENDS.get(name)
     if dotted is None:
+        known = sorted({*REGISTERED_BACKENDS, *_USER_BACKENDS})
         raise BackendError(
-            f"backend '{name}' is not registered; known: {sorted(_REGISTRY)} (or set backend._target_)"
+            f"backend '{name}' is not registered; known: {known} (or set backend._target_)"
         )
-    try:
-        cls = import_dotted(dotted)
-    except (ImportError, AttributeError) as exc:
-        raise BackendError(f"backend._target_={dotted!r} cannot be imported ({exc})") from exc
-    if not (isinstance(cls, type) and issubclass(cls, BackendDetails)):
-        raise BackendError(f"backend._target_={dotted!r} is not a BackendDetails subclass")
-    if target and name not in _REGISTRY:
-        _REGISTRY[name] = dotted
+    found = import_target(dotted, "backend._target_", Path.cwd(), BackendError, reuse=True)
+    cls = _checked_class(found, dotted)
+    if target and name not in REGISTERED_BACKENDS:
+        _USER_BACKENDS[name] = absolute_target(dotted, Path.cwd())
     return cls
+
+
+def backend_name(target: str) -> str:
+    """The name a backend `_target_` labels runs with: a built-in's without importing it, else
+    the class's `name` attribute (importing the user's module)."""
+    known = BUILTIN_BACKEND_NAMES.get(target)
+    if known is not None:
+        return known
+    found = import_target(target, "backend._target_", Path.cwd(), BackendError, reuse=True)
+    return _checked_class(found, target).name

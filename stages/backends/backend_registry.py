@@ -28,3 +28,12 @@ def builtin_precisions(name: str, target: str | None) -> tuple[str, ...] | None:
         return None
     found = BUILTIN_PRECISIONS.get(dotted)
     return tuple(str(p) for p in found) if found is not None else None
+
+
+# Built-in `_target_`s → the name they label runs with (the class's `name`; a test keeps the two
+# equal), so composing a config names a built-in backend without importing it (and torch).
+BUILTIN_BACKEND_NAMES: dict[str, str] = {
+    **{target: name for name, target in REGISTERED_BACKENDS.items()},
+    "stages.lower.executorch_lowering.xnnpack_partitioners": "executorch_xnnpack",
+    "stages.lower.executorch_lowering.portable_partitioners": "executorch_portable",
+}

@@ -37,6 +37,7 @@ class KernelDelegate(BackendDetails):
     """Common AOT + runtime of the emulated delegates; subclasses choose ops, names, logging."""
 
     supported_ops: frozenset[str] = frozenset()
+    applies_faults = True
     fuse: bool = True
     generated_identifiers: bool = True
 

@@ -6,6 +6,7 @@ weights are stored at the delegate's precision, and a targeted kernel carries it
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import torch
@@ -20,7 +21,6 @@ from stages.formats.closed_sets import Precision
 from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 from stages.formats.fault_injection import (
     FaultTargetError,
-    fault_hits,
     require_norm_for_epsilon,
     with_fault_eps,
 )
@@ -34,8 +34,7 @@ class KernelDelegateHooks(Protocol):
     def name(self) -> str: ...
     @property
     def precision(self) -> str: ...
-    @property
-    def fault(self) -> dict[str, Any] | None: ...
+    def fault_for(self, nodes: Iterable[torch.fx.Node]) -> dict[str, Any] | None: ...
     @property
     def generated_identifiers(self) -> bool: ...
     def tensor_name(self, node: torch.fx.Node, consumer: torch.fx.Node) -> str: ...
@@ -102,7 +101,7 @@ def _kernel_entry(
     builder: DelegateMappingBuilder,
     quantized: set[str],
 ) -> dict[str, Any]:
-    fault = fault_hits(delegate.fault, plan.nodes)
+    fault = delegate.fault_for(plan.nodes)
     ops = [_op_entry(delegate, n, ids, fault, quantized) for n in plan.nodes if not is_getitem(n)]
     names = [str(o["op"]) for o in ops]
     try:

@@ -19,6 +19,7 @@ class PortableBackend(BackendDetails):
     """No partitions; faults are applied by the executor to the chosen operator call."""
 
     name = "portable"
+    applies_faults = True  # every op is an operator call, which the executor faults
 
     def unsupported_reason(self, node: torch.fx.Node) -> str | None:
         return "the portable backend runs every op as an operator call"

@@ -1,114 +1,36 @@
 """Resolve `model._target_`: a dotted path (`pkg.mod.fn`) or a file form (`./my_model.py:make`).
 
-The file form needs no package or PYTHONPATH: the file is loaded as a standalone module under a
-name derived from its path. Relative paths are taken from the directory the user ran from.
+The two forms are `stages.python_target`'s (the backend option accepts the same); this module
+keeps the model option's names and its error type.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from stages.dotted_import import import_dotted
+from stages.python_target import (
+    FILE_TARGET_SEPARATOR,
+    absolute_target,
+    split_file_target,
+    target_source_file,
+)
+from stages.python_target import import_target as _import_target
 
-FILE_TARGET_SEPARATOR = ":"
-_MODULE_PREFIX = "delegate_debugger_user_model_"
+__all__ = [
+    "FILE_TARGET_SEPARATOR",
+    "ModelConfigError",
+    "absolute_target",
+    "import_target",
+    "split_file_target",
+    "target_source_file",
+]
 
 
 class ModelConfigError(ValueError):
     """The model config names something that cannot be built; the message names the option."""
 
 
-def split_file_target(target: str) -> tuple[str, str] | None:
-    """('path/to/file.py', 'attr') for a file form, None for a dotted path."""
-    path, sep, attr = target.rpartition(FILE_TARGET_SEPARATOR)
-    if not sep or not path.endswith(".py"):
-        return None
-    return path, attr
-
-
-def absolute_target(target: str, base_dir: Path) -> str:
-    """The target with a relative file path made absolute against `base_dir`; dotted unchanged."""
-    split = split_file_target(target)
-    if split is None:
-        return target
-    path = Path(split[0]).expanduser()
-    if not path.is_absolute():
-        path = base_dir / path
-    return f"{path.resolve()}{FILE_TARGET_SEPARATOR}{split[1]}"
-
-
-def target_source_file(target: str, base_dir: Path) -> Path | None:
-    """The Python file that defines the factory (for fingerprints), found without running it."""
-    split = split_file_target(absolute_target(target, base_dir))
-    if split is not None:
-        path = Path(split[0])
-        return path if path.is_file() else None
-    parts = target.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            spec = importlib.util.find_spec(".".join(parts[:cut]))
-        except (ImportError, ValueError, AttributeError):
-            continue
-        if spec is not None and spec.origin and spec.origin.endswith(".py"):
-            return Path(spec.origin)
-        if spec is not None:
-            return None
-    return None
-
-
-def _load_file_module(path: Path, option: str) -> ModuleType:
-    if not path.is_file():
-        raise ModelConfigError(
-            f"{option}: no such file {path} (a relative path is taken from the directory you "
-            "ran the command in)"
-        )
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    name = f"{_MODULE_PREFIX}{path.stem}_{digest}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ModelConfigError(f"{option}: {path} cannot be loaded as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    # Registered before executing so dataclasses, pickling and torch.export find the module.
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise ModelConfigError(
-            f"{option}: running {path} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    return module
-
-
 def import_target(target: str, option: str, base_dir: Path) -> Any:
     """The object `target` names; a ModelConfigError naming `option` if it cannot be found."""
-    split = split_file_target(absolute_target(target, base_dir))
-    if split is not None:
-        path, attr = split
-        module = _load_file_module(Path(path), f"{option}={target!r}")
-        found = getattr(module, attr, None) if attr else None
-        if found is None:
-            names = sorted(n for n in vars(module) if not n.startswith("_"))
-            raise ModelConfigError(
-                f"{option}={target!r}: {path} defines no {attr!r} "
-                f"(write it as FILE.py:FUNCTION; the file defines: {', '.join(names)})"
-            )
-        return found
-    if "." not in target:
-        raise ModelConfigError(
-            f"{option}={target!r} is neither a dotted path like 'pkg.module.factory' "
-            "nor a file form like './my_model.py:make'"
-        )
-    try:
-        return import_dotted(target)
-    except (ImportError, AttributeError) as exc:
-        raise ModelConfigError(f"{option}={target!r}: cannot import it ({exc})") from exc
-    except Exception as exc:  # the user's module raised while it was imported
-        raise ModelConfigError(
-            f"{option}={target!r}: importing it failed: {type(exc).__name__}: {exc}"
-        ) from exc
+    return _import_target(target, option, base_dir, ModelConfigError)

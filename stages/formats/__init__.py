@@ -1,1 +1,1 @@
-"""On-disk formats two or more stages exchange (DESIGN §3): ETRecord, ETDump, lowered program."""
+"""On-disk formats two or more stages exchange: ETRecord, ETDump, lowered program."""

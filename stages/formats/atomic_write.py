@@ -21,5 +21,12 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
+    """`path` holds `text` (UTF-8), or is left as it was."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """`path` holds `data`, or is left as it was."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)

@@ -3,22 +3,18 @@
 Every archive the tool reads (ETRecord, lowered program, torch.export and torch.save files) is a
 zip. A hostile one can declare a member that inflates to gigabytes, overlap members so a few KB
 expand many times, or carry two members of one name so two parsers see different bytes. This
-module refuses all of that from the central directory alone, then reads in bounded chunks.
+module refuses all of that from the central directory alone, then reads members with `zipfile`.
 """
 
 from __future__ import annotations
 
 import io
-import struct
 import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 _CHUNK = 1 << 20
 _LOCAL_HEADER = 30  # fixed part of a zip local file header
-_LOCAL_SIGNATURE = b"PK\x03\x04"
-_LOCAL_NAME_LENGTHS = struct.Struct("<HH")  # file name and extra field lengths, at offset 26
 _METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 
 
@@ -52,7 +48,6 @@ class BoundedZip:
         self.what = what
         data = source if isinstance(source, bytes) else Path(source).read_bytes()
         self.size = len(data)
-        self._data = data
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(data))
             members = self._zip.infolist()
@@ -83,60 +78,39 @@ class BoundedZip:
         return self._members[name].file_size
 
     def read(self, name: str) -> bytes:
-        """A member's bytes, read in chunks and never beyond its declared size."""
+        """A member's bytes through `zipfile` (which checks the local header's name and the CRC),
+        never inflating more than the member's declared size (checked above)."""
         info = self._members.get(name)
         if info is None:
             raise ZipLimitError(f"{self.what} has no member {name!r}")
-        if info.compress_type == zipfile.ZIP_STORED:
-            return self._read_stored(info)
-        out = bytearray()
         try:
-            with self._zip.open(info) as fh:
-                while chunk := fh.read(min(_CHUNK, info.file_size - len(out) + 1)):
-                    out += chunk
-                    if len(out) > info.file_size:
-                        raise ZipLimitError(
-                            f"{self.what} member {name} inflates beyond its declared "
-                            f"{info.file_size} bytes; refusing it"
-                        )
+            data = self._read_bounded(info)
         except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
             if isinstance(exc, ZipLimitError):
                 raise
             raise ZipLimitError(f"{self.what} member {name} is corrupt ({exc})") from exc
-        if len(out) != info.file_size:
-            raise ZipLimitError(
-                f"{self.what} member {name} holds {len(out)} bytes, declared {info.file_size}"
-            )
-        return bytes(out)
-
-    def _read_stored(self, info: zipfile.ZipInfo) -> bytes:
-        """An uncompressed member sliced straight from the archive's bytes, its CRC checked.
-
-        Same checks as zipfile's reader (local header signature and name, declared size, CRC),
-        without its chunked copies: ~10x faster on the 24 MB programs this tool reads."""
-        start = info.header_offset
-        header = self._data[start : start + _LOCAL_HEADER]
-        if len(header) != _LOCAL_HEADER or not header.startswith(_LOCAL_SIGNATURE):
-            raise ZipLimitError(f"{self.what} member {info.filename} is corrupt (bad local header)")
-        name_length, extra_length = _LOCAL_NAME_LENGTHS.unpack_from(header, 26)
-        name_end = start + _LOCAL_HEADER + name_length
-        local_name = self._data[start + _LOCAL_HEADER : name_end]
-        encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
-        if local_name.decode(encoding, errors="replace") != info.orig_filename:
-            raise ZipLimitError(
-                f"{self.what} member {info.filename} is corrupt (its local header names "
-                f"another file)"
-            )
-        begin = name_end + extra_length
-        data = self._data[begin : begin + info.file_size]
         if len(data) != info.file_size:
             raise ZipLimitError(
-                f"{self.what} member {info.filename} holds {len(data)} bytes, declared "
-                f"{info.file_size}"
+                f"{self.what} member {name} holds {len(data)} bytes, declared {info.file_size}"
             )
-        if zlib.crc32(data) != info.CRC:
-            raise ZipLimitError(f"{self.what} member {info.filename} is corrupt (CRC mismatch)")
         return data
+
+    def _read_bounded(self, info: zipfile.ZipInfo) -> bytes:
+        """Stored: `ZipFile.read` (reads exactly its declared bytes). Deflate: bounded reads, since
+        `ZipFile.read` inflates the whole stream before cutting it to the declared size (a member
+        declaring 4 KiB that inflates to 1.5 GiB took 15 s and 1.5 GiB of memory)."""
+        if info.compress_type == zipfile.ZIP_STORED:
+            return self._zip.read(info)
+        out = bytearray()
+        with self._zip.open(info) as fh:
+            while chunk := fh.read(min(_CHUNK, info.file_size - len(out) + 1)):
+                out += chunk
+                if len(out) > info.file_size:
+                    raise ZipLimitError(
+                        f"{self.what} member {info.filename} inflates beyond its declared "
+                        f"{info.file_size} bytes; refusing it"
+                    )
+        return bytes(out)
 
     def close(self) -> None:
         self._zip.close()

@@ -24,3 +24,14 @@ class FaultKind(StrEnum):
     epsilon = "epsilon"
     nan = "nan"
     transpose = "transpose"
+
+
+class MapFindingKind(StrEnum):
+    """What is wrong with a delegate's debug-handle map (docs/delegate_map_check.md)."""
+
+    empty_map = "empty_map"
+    uncovered_handles = "uncovered_handles"
+    unknown_handles = "unknown_handles"
+    shared_handles = "shared_handles"
+    unmapped_identifier = "unmapped_identifier"
+    no_intermediate_outputs = "no_intermediate_outputs"

@@ -1,4 +1,4 @@
-"""Domain aliases and the node-meta key for debug handles (DESIGN §4 "Debug handles")."""
+"""Domain aliases and the node-meta key for debug handles."""
 
 from __future__ import annotations
 

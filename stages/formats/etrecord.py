@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import torch
 
+from stages.formats.atomic_write import atomic_path
 from stages.formats.debug_handles import DebugHandle
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
@@ -88,8 +88,10 @@ class ETRecord:
                 "this tool's; keep the original file"
             )
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+        with (
+            atomic_path(path) as tmp,
+            zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive,
+        ):
             marker = {
                 "format": ETRECORD_FORMAT,
                 "version": ETRECORD_VERSION,
@@ -110,7 +112,6 @@ class ETRecord:
                 )
             if self.lowering_info:
                 archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
-        os.replace(tmp, path)
 
     @classmethod
     def load(cls, path: Path) -> ETRecord:

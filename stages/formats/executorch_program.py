@@ -16,5 +16,5 @@ EXECUTORCH_BACKEND_PREFIX = "executorch_"
 
 
 def is_executorch_backend(name: str) -> bool:
-    """Backends whose lowering and runtime are ExecuTorch's own (DESIGN §7)."""
+    """Backends whose lowering and runtime are ExecuTorch's own."""
     return str(name).startswith(EXECUTORCH_BACKEND_PREFIX)

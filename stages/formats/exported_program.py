@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
-import os
 import warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import torch
 from torch.export import ExportedProgram
 
+from stages.formats.atomic_write import write_bytes_atomic
 from stages.formats.graph_handles import restore_debug_handles
 from stages.formats.safe_load import UnsafePayloadError, load_exported_program_bytes
 
@@ -37,9 +37,7 @@ def exported_program_bytes(program: ExportedProgram) -> bytes:
 def save_exported_program(program: ExportedProgram, path: Path) -> bytes:
     """Write atomically; returns the bytes written (for fingerprints)."""
     data = exported_program_bytes(program)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_bytes_atomic(path, data)
     return data
 
 

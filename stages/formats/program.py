@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import torch
 
+from stages.formats.atomic_write import atomic_path
 from stages.formats.debug_handles import DebugHandle
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
@@ -114,7 +114,6 @@ class Program:
         """Write atomically; with `weights` (the exported program beside `path`), store their
         bytes by reference instead of again."""
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         document = {
             "format": PROGRAM_FORMAT,
             "version": PROGRAM_VERSION,
@@ -128,13 +127,15 @@ class Program:
         manifest = None
         if weights is not None:
             members, manifest = share(members, weights)
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+        with (
+            atomic_path(path) as tmp,
+            zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive,
+        ):
             archive.writestr(PROGRAM_MEMBER, json.dumps(document))
             if manifest is not None and manifest["members"]:
                 archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
             for member, data in members.items():
                 archive.writestr(member, data)
-        os.replace(tmp, path)
 
 
 def _encode_instruction(instr: Instruction) -> dict[str, Any]:

@@ -3,11 +3,11 @@ list of tensor tuples, one tuple per sample, read back weights-only."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
+from stages.formats.atomic_write import atomic_path
 from stages.formats.safe_load import load_tensors
 
 Samples = list[tuple[torch.Tensor, ...]]
@@ -15,9 +15,8 @@ Samples = list[tuple[torch.Tensor, ...]]
 
 def save_samples(samples: Samples, path: Path) -> None:
     """torch.save a list of tuples atomically."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save([tuple(s) for s in samples], tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save([tuple(s) for s in samples], tmp)
 
 
 def load_samples(path: Path) -> Samples:

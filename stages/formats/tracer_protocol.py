@@ -1,4 +1,4 @@
-"""EventTracerProtocol: the tracer surface the executor and delegate backends call (DESIGN §4).
+"""EventTracerProtocol: the tracer surface the executor and delegate backends call.
 
 Mirrors ExecuTorch's C++ EventTracer. The run stage's `EventTracer` (stages/run/event_tracer.py,
 ExecuTorch's name) is the implementation; backends and the executor depend only on this protocol.

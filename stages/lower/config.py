@@ -25,11 +25,16 @@ class FaultConfig:
     value: float = 1.5
 
 
+# `${backend_name:TARGET}` (registered by the pipeline): the `name` of the backend class TARGET
+# names, so a run is labelled by the backend that runs, never by a name left over from a preset.
+BACKEND_NAME_RESOLVER = "backend_name"
+
+
 @dataclass
 class BackendConfig:
-    """A delegate backend picked from the registry by `name`, or a user's via `_target_`."""
+    """A delegate backend: its class (`_target_`); `name` comes from that class."""
 
-    name: str = MISSING
+    name: str = f"${{{BACKEND_NAME_RESOLVER}:${{._target_}}}}"
     _target_: str = MISSING
     precision: Precision = Precision.fp32
     compile_specs: dict[str, Any] = field(default_factory=dict)

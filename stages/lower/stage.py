@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +23,18 @@ from stages.backends.backend_api import (
     backend_class,
 )
 from stages.formats.artifacts import ArtifactName
+from stages.formats.atomic_write import write_text_atomic
 from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.formats.delegate_map_findings import (
+    ERROR,
+    MAP_CHECK_KEY,
+    MapFinding,
+    summary_line,
+)
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import load_exported_program
-from stages.formats.fault_injection import FAULT_KINDS
+from stages.formats.fault_injection import FAULT_KINDS, fault_hits
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import (
     CondInstruction,
@@ -49,6 +55,7 @@ from stages.lower.fault_target import (
     operator_nodes,
     resolve_fault_node,
 )
+from stages.lower.map_check import MapShapeError, check_maps
 from stages.lower.partitioner import (
     PartitionResult,
     constant_tensors,
@@ -109,6 +116,25 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     return {**resolved, "warnings": warnings} if warnings else resolved
 
 
+def _applied_fault(
+    fault: dict[str, Any] | None, parts: _Partitioned, backend: BackendConfig
+) -> dict[str, Any] | None:
+    """The fault as applied: by the program builder on an operator call, or by the backend on a
+    delegated kernel; a backend that took a delegated target without applying it is an error."""
+    if fault is None:
+        return None
+    delegated = [n for nodes in parts.result.partitions for n in nodes]
+    if fault_hits(fault, delegated) is None or parts.instance.faulted_nodes:
+        return fault
+    target = fault.get("qualified_node") or fault.get("node") or f"handle {fault['debug_handle']}"
+    raise LoweringError(
+        f"backend.fault targets {target}, which backend '{parts.instance.name}' "
+        f"({backend._target_}) delegated, but its preprocess never took the fault: a backend with "
+        "`applies_faults = True` calls `self.fault_for(kernel_nodes)` for every kernel and "
+        "applies what it returns (docs/delegate_authors.md#faults)"
+    )
+
+
 def _calibrate(program: torch.export.ExportedProgram, inputs: Path) -> dict[str, float]:
     """Max |value| per node output over the representative inputs (per-tensor int8 scales)."""
     ranges: dict[str, float] = {}
@@ -144,9 +170,7 @@ def instruction_debug_handles(sub: SubProgram) -> dict[str, int]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, default=str))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -163,6 +187,29 @@ class _Partitioned:
     graphs: list[PartitionGraph]
     preprocessed: dict[int, PreprocessResult]
     specs: dict[str, Any]
+    map_findings: list[MapFinding] = field(default_factory=list)
+
+
+def _check_maps(
+    backend: BackendConfig,
+    graphs: list[PartitionGraph],
+    preprocessed: dict[int, PreprocessResult],
+) -> list[MapFinding]:
+    """The map check of every partition, logged in one line (details in lowering.json)."""
+    maps = {pid: result.debug_handle_map for pid, result in preprocessed.items()}
+    try:
+        findings = check_maps(backend.name, graphs, maps)
+    except MapShapeError as exc:
+        raise LoweringError(f"{exc} (backend._target_={backend._target_})") from exc
+    if findings:
+        level = logging.ERROR if any(f.severity == ERROR for f in findings) else logging.WARNING
+        log.log(
+            level,
+            "[lower] delegate map check: %s; details in %s",
+            summary_line(findings),
+            ArtifactName.LOWERING_REPORT,
+        )
+    return findings
 
 
 def _partition(
@@ -182,7 +229,8 @@ def _partition(
     ]
     specs = dict(backend.compile_specs)
     preprocessed = {g.partition_id: instance.preprocess(g, specs) for g in graphs}
-    return _Partitioned(instance, result, constants, graphs, preprocessed, specs)
+    findings = _check_maps(backend, graphs, preprocessed)
+    return _Partitioned(instance, result, constants, graphs, preprocessed, specs, findings)
 
 
 def _save_program(
@@ -268,6 +316,7 @@ def _lowering_report(
         },
         "instruction_debug_handles": instruction_debug_handles(lowered.main),
         "rejected_ops": [r.__dict__ for r in parts.result.rejected],
+        MAP_CHECK_KEY: [f.record() for f in parts.map_findings],
     }
 
 
@@ -299,6 +348,8 @@ def _lower_metrics(
         "lowering_seconds": lowering_seconds,
         "load_exported_seconds": load_seconds,
         "fault_injected": 1.0 if fault else 0.0,
+        "delegate_map_errors": float(sum(f.severity == ERROR for f in parts.map_findings)),
+        "delegate_map_warnings": float(sum(f.severity != ERROR for f in parts.map_findings)),
     }
 
 
@@ -321,8 +372,9 @@ def run_lower(
     program = load_exported_program(program_bytes, str(exported_program))
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
-    fault = _fault(backend, program)
-    parts = _partition(backend, program, inputs, fault)
+    requested = _fault(backend, program)
+    parts = _partition(backend, program, inputs, requested)
+    fault = _applied_fault(requested, parts, backend)
     lowered, program_path = _save_program(
         backend, program, program_bytes, exported_program, parts, fault, run_dir
     )

@@ -146,6 +146,12 @@ class Executor:
                 entry = tracer.start_profiling(DELEGATE_CALL_EVENT, 0, 0, iid)
                 results = backend.execute(handle, inputs, tracer)
                 tracer.end_profiling(entry)
+                if _capture(tracer):
+                    # As ExecuTorch's Method logs a delegate call's values: the partition's
+                    # outputs, one event each, so a delegate whose own map or outputs cannot be
+                    # used is still compared as a whole.
+                    for value in results:
+                        tracer.log_intermediate_output(0, iid, value)
             for vid, value in zip(outs, results, strict=True):
                 values[vid] = value
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from stages.formats.artifacts import ArtifactName
@@ -21,7 +22,6 @@ from stages.formats.executorch_program import is_executorch_program
 from stages.formats.program import load_program
 from stages.formats.samples import load_samples, save_samples
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
-from stages.percentiles import percentile
 from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
@@ -192,8 +192,8 @@ def _metrics(
     }
     if method_ms:
         metrics |= {
-            "latency_p50_ms": percentile(method_ms, 50.0),
-            "latency_p90_ms": percentile(method_ms, 90.0),
+            "latency_p50_ms": float(np.percentile(method_ms, 50.0)),
+            "latency_p90_ms": float(np.percentile(method_ms, 90.0)),
             "latency_min_ms": min(method_ms),
         }
     return metrics

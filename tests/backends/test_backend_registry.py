@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pkgutil
 import subprocess
 import sys
 
@@ -13,12 +14,11 @@ from stages.backends.backend_registry import (
     REGISTERED_BACKENDS,
     builtin_precisions,
 )
-from stages.dotted_import import import_dotted
 
 
 @pytest.mark.parametrize("dotted", sorted(BUILTIN_PRECISIONS))
 def test_table_matches_the_class(dotted: str) -> None:
-    assert tuple(BUILTIN_PRECISIONS[dotted]) == import_dotted(dotted).precisions()
+    assert tuple(BUILTIN_PRECISIONS[dotted]) == pkgutil.resolve_name(dotted).precisions()
 
 
 def test_every_registered_backend_is_in_the_table() -> None:

@@ -61,6 +61,15 @@ def test_upsert_appends_to_an_existing_identifier(nodes: list[torch.fx.Node]) ->
         ),
         (False, {"handles": [None], "identifier": 1}, "carries a debug handle"),
         (False, {"handles": [1], "identifier": 1.5}, "must be an int or a str"),
+        (False, {"handles": [], "identifier": 1}, "handles= is empty"),
+        (False, {"handles": [1, "2"], "identifier": 1}, "'2' \\(str\\) is not a debug handle"),
+        (False, {"handles": [1.0], "identifier": 1}, "is not a debug handle"),
+        (False, {"handles": [True], "identifier": 1}, "is not a debug handle"),
+        (False, {"handles": [0], "identifier": 1}, "handle 0 < 1"),
+        (False, {"handles": [-3], "identifier": "k"}, "handle -3 < 1"),
+        (False, {"handles": [1], "identifier": -1}, "reserved"),
+        (False, {"handles": [1], "identifier": ""}, "reserved"),
+        (False, {"nodes": ["not a node"], "identifier": 1}, "is not an fx node"),
     ],
 )
 def test_misuse_raises_a_clear_error(generated: bool, kwargs: dict, message: str) -> None:
@@ -74,3 +83,24 @@ def test_duplicate_identifier_on_insert(nodes: list[torch.fx.Node]) -> None:
     builder.insert_delegate_mapping_entry(nodes=nodes[0], identifier="a")
     with pytest.raises(DelegateMappingError, match="already mapped to \\[1\\]; use upsert"):
         builder.insert_delegate_mapping_entry(nodes=nodes[1], identifier="a")
+
+
+def test_an_op_node_without_a_handle_is_refused(nodes: list[torch.fx.Node]) -> None:
+    """An op node the debug-handle pass did not reach would silently drop out of the map."""
+    del nodes[1].meta["debug_handle"]
+    builder = DelegateMappingBuilder(generated_identifiers=True)
+    with pytest.raises(DelegateMappingError, match="carries no debug handle; run the debug-handle"):
+        builder.insert_delegate_mapping_entry(nodes=nodes[:2])
+    with pytest.raises(DelegateMappingError, match="carries no debug handle"):
+        builder.upsert_delegate_mapping_entry(nodes[1])
+    assert builder.get_delegate_mapping() == {}
+
+
+def test_manual_and_generated_identifiers_do_not_mix(nodes: list[torch.fx.Node]) -> None:
+    generated = DelegateMappingBuilder(generated_identifiers=True)
+    with pytest.raises(DelegateMappingError, match="not in this generated-identifier map"):
+        generated.upsert_delegate_mapping_entry(nodes[0], identifier="mine")
+    manual = DelegateMappingBuilder()
+    with pytest.raises(DelegateMappingError, match="no identifier given"):
+        manual.upsert_delegate_mapping_entry(nodes[0])
+    assert generated.get_delegate_mapping() == {} and manual.get_delegate_mapping() == {}

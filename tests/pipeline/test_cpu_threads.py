@@ -40,7 +40,8 @@ def test_runnable_elsewhere_unknown_on_unreadable_file(tmp_path: Path) -> None:
 def test_omp_num_threads_from_the_user_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     before = torch.get_num_threads()
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    assert cpu_threads.use_free_cores() is None
+    assert cpu_threads.choose_threads() == 7
+    cpu_threads.apply_threads(1)
     assert torch.get_num_threads() == before
 
 
@@ -50,7 +51,8 @@ def test_sweep_ceiling_bounds_the_choice(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(cpu_threads, "_ceiling", None)
     cpu_threads.limit_threads(1)
     try:
-        assert cpu_threads.use_free_cores() == 1
+        assert cpu_threads.choose_threads() == 1
+        cpu_threads.apply_threads(1)
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)

@@ -49,6 +49,7 @@ from stages.analyze.link.linking import (
     link_event,
     logged_outputs,
 )
+from stages.analyze.link.map_check import MapCheck
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
 from stages.formats.reference_capture import flat_program_args
@@ -76,6 +77,9 @@ class GapGroup:
     identifiers: list[DelegateIdentifier] = field(default_factory=list)
     backend: str = ""
     is_delegated: bool = False
+    # Ops feeding the group whose runtime values were not logged (or not usable): its local gap
+    # then re-runs on their reference values, so a divergence may have started in them.
+    unobserved_inputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +102,7 @@ class GapRow:
     samples: int = 0
     comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
     follows_flip: str = ""  # the cond whose branch flipped upstream of this output, if any
+    unobserved_inputs: tuple[str, ...] = ()  # see GapGroup.unobserved_inputs
     # Observed vs expected local error (stages/analyze/compare/expected_error.py), float rows.
     budget: dict[str, float] = field(default_factory=dict)
 
@@ -123,9 +128,14 @@ def _scalar_tensor(value: Any) -> Any:
 
 
 def runtime_outputs(
-    dump: ETDumpData, buffer: bytes | memoryview, index: ProgramIndex, where: str = "debug buffer"
+    dump: ETDumpData,
+    buffer: bytes | memoryview,
+    index: ProgramIndex,
+    where: str = "debug buffer",
+    map_check: MapCheck | None = None,
 ) -> list[RuntimeOutput]:
-    """Intermediate outputs of every capture block, in execution order, linked to handles."""
+    """Intermediate outputs of every capture block, in execution order, linked to handles
+    (with a `map_check`, as the delegate map findings allow: stages.analyze.link.map_check)."""
     outputs: list[RuntimeOutput] = []
     capture_blocks = [
         b
@@ -135,8 +145,11 @@ def runtime_outputs(
     for position, block in enumerate(capture_blocks):
         sample = block.bundled_input_index if block.bundled_input_index >= 0 else position
         for order, de, values in logged_outputs(block.events, index):
-            ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
-            link = link_event(index, de.name, de.instruction_id, ident)
+            if map_check is not None:
+                link = map_check.output_link(index, de)
+            else:
+                ident = identifier_of(de.delegate_debug_id_int, de.delegate_debug_id_str)
+                link = link_event(index, de.name, de.instruction_id, ident)
             if link is None or not link.debug_handles:
                 continue
             decoded = [_decode(v, buffer, where) for v in values]
@@ -286,6 +299,63 @@ def _substitutions(
                 for v, r in zip(value, ref, strict=True)
             )
     return subst
+
+
+def _partition_outputs(
+    sample_outputs: list[RuntimeOutput],
+    groups: list[GapGroup],
+    group_of: dict[DebugHandle, int],
+    env: dict[torch.fx.Node, Any],
+) -> dict[torch.fx.Node, Any]:
+    """A delegate call's logged outputs (a partition compared as a whole) standing in for the
+    partition's output nodes, in the partition's output order (nodes read from outside)."""
+    subst: dict[torch.fx.Node, Any] = {}
+    for out in sample_outputs:
+        link = out.link
+        if link.partition_id is None or link.delegate_debug_identifier is not None:
+            continue
+        values = out.value if isinstance(out.value, list) else [out.value]
+        group = groups[group_of[link.debug_handles[0]]]
+        members = set(group.nodes)
+        outputs = [
+            n
+            for n in group.nodes
+            if (_is_getitem(n) or not isinstance(n.meta.get("val"), list | tuple))
+            and any(user not in members for user in n.users)
+        ]
+        if len(outputs) != len(values):
+            continue
+        for node, value in zip(outputs, values, strict=True):
+            ref = env.get(node)
+            if not (isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor)):
+                continue
+            if tuple(ref.shape) == tuple(value.shape):
+                subst[node] = _like(value, ref)
+    return subst
+
+
+def _note_unobserved(group: GapGroup, subst: dict[torch.fx.Node, Any]) -> None:
+    """Record the ops upstream of the group whose runtime values were not given: its direct op
+    inputs that were not logged, and their own unlogged producers (see GapGroup)."""
+    members = set(group.nodes)
+
+    def observed(node: torch.fx.Node) -> bool:
+        source = node.args[0] if _is_getitem(node) else node
+        return node.op != "call_function" or node in subst or source in subst
+
+    stack = [a for n in group.nodes for a in n.all_input_nodes if a not in members]
+    seen: set[torch.fx.Node] = set()
+    while stack:
+        node = stack.pop()
+        if node in seen or observed(node):
+            continue
+        seen.add(node)
+        if not _is_getitem(node) and node.name not in group.unobserved_inputs:
+            group.unobserved_inputs.append(node.name)
+        stack.extend(node.all_input_nodes)
+    if seen:
+        graph_order = {n.name: i for i, n in enumerate(next(iter(seen)).graph.nodes)}
+        group.unobserved_inputs.sort(key=lambda name: graph_order.get(name, 0))
 
 
 def _rerun(
@@ -503,6 +573,7 @@ def _build_rows(
             reference_shape=shapes[1],
             runtime_dtype=slot.dtype,
             samples=len(slot.rt),
+            unobserved_inputs=tuple(group.unobserved_inputs),
         )
         if row.status == "ok" and slot.rt:
             rule = _rule_for(group, oi, comparators, tie_tolerance)
@@ -658,6 +729,7 @@ def numeric_gap_and_flow(
 
     emulation = _emulation(program, samples, precision)
     slots: dict[tuple[int, int], _Slot] = {}
+    noted: set[int] = set()
     for sample, sample_outputs in sorted(by_sample.items()):
         if sample >= len(samples):
             continue
@@ -668,10 +740,14 @@ def numeric_gap_and_flow(
             if (a := anchor_of(out.link.debug_handles)) is not None
         }
         subst = _substitutions(sample_outputs, env, anchors)  # top-level nodes
+        subst.update(_partition_outputs(sample_outputs, groups, group_of, env))
         _branch_env(sites, env, sample_outputs, subst, records)
         subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
         fixed = _cond_outputs(sites, records, subst)
         for gi, value in _group_values(groups, group_of, sample_outputs).items():
+            if gi not in noted:  # once per group: the same ops are logged in every sample
+                noted.add(gi)
+                _note_unobserved(groups[gi], subst)
             _collect_group(slots, gi, groups[gi], value, env, subst, fixed, emulation)
 
     for gi, group in enumerate(groups):

@@ -28,7 +28,9 @@ from stages.analyze.link.linking import (
 from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import STAMP_EVENTS
-from stages.percentiles import PERCENTILES, percentile
+
+# The percentile columns of the event table, by name.
+PERCENTILES: dict[str, float] = {"p10": 10.0, "p50": 50.0, "p90": 90.0}
 
 TIME_UNITS = UNITS_PER_MS
 EVENT_COLUMNS = (
@@ -78,7 +80,7 @@ class EventRow:
             return float(values.min())
         if name == "max":
             return float(values.max())
-        return percentile(self.durations, PERCENTILES[name])
+        return float(np.percentile(values, PERCENTILES[name]))  # linear, between ranks
 
 
 def unit_factor(unit: str) -> float:

@@ -127,9 +127,10 @@ def link_event(
                     identifier,
                     m.partition_id,
                 )
-        if record is not None and not record.debug_handle_map:
-            # The backend emitted no identifier map (ExecuTorch 1.5.1's XNNPACK): the event
-            # belongs to its delegate call, but to none of the call's ops in particular.
+        if record is not None:
+            # The backend emitted no identifier map (ExecuTorch 1.5.1's XNNPACK), or a map that
+            # lacks this identifier (an `unmapped_identifier` finding, stages.analyze.link.
+            # map_check): the event belongs to its delegate call, to none of its ops in particular.
             return Link((), True, record.backend_name, identifier, record.partition_id)
         return (
             None
@@ -228,6 +229,8 @@ def check_same_program(dump: ETDumpData, index: ProgramIndex, etdump: str, etrec
     if not index.linked:
         return
     found = dump_fingerprint(dump)
+    if found and found == index.lowered_fingerprint:
+        return  # proven the same program: what does not link is a map finding (map_check)
     if found and index.lowered_fingerprint and found != index.lowered_fingerprint:
         raise ProgramMismatchError(
             f"{etdump} was written by lowered program {found[:12]}…, but {etrecord} describes "
@@ -254,6 +257,7 @@ def check_same_program(dump: ETDumpData, index: ProgramIndex, etdump: str, etrec
         examples = "; ".join(sorted(unknown)[:5])
         raise ProgramMismatchError(
             f"{sum(bad.values())} event(s) in {etdump} name instructions or delegate identifiers that "
-            f"{etrecord} does not have (e.g. {examples}); the ETDump comes from another program. "
-            "Pass the matching analyze.etrecord=..., or analyze.etrecord=null for timings only"
+            f"{etrecord} does not have (e.g. {examples}), and no program fingerprint in both "
+            "proves them one program: they do not belong together. Pass the matching analyze.etrecord=..., or analyze.etrecord=null for "
+            "timings only"
         )

@@ -119,6 +119,17 @@ def _head(summary: dict[str, Any]) -> list[str]:
     ]
 
 
+MAP_CHECK_COLUMNS = ["severity", "kind", "partition_id", "identifiers", "debug_handles", "message"]
+
+
+def map_check_section(summary: dict[str, Any]) -> str:
+    """The delegate map findings (docs/delegate_map_check.md); nothing when there are none."""
+    findings = summary.get("delegate_map_check") or []
+    if not findings:
+        return ""
+    return "<h2>Delegate debug-handle map check</h2>" + _table(findings, MAP_CHECK_COLUMNS)
+
+
 EVENT_COLUMNS = [
     "event_block_name",
     "event_name",
@@ -146,6 +157,7 @@ def render_report(
     if first:
         parts.append("<h2>First divergence</h2>")
         parts.append(_table([first], list(first)))
+    parts.append(map_check_section(summary))
     flows = summary.get("control_flow") or []
     if flows:  # the branch each side took at every torch.cond, per sample
         parts.append("<h2>Control flow</h2>")

@@ -1,47 +1,98 @@
-"""SVG plots: top ops by p50; accumulated and local gap along the graph with threshold and verdict."""
+"""SVG plots drawn with matplotlib: top ops by p50; accumulated and local gap along the graph with
+threshold and first divergence; labelled points (a sweep's latency against gap).
+
+matplotlib is imported when a plot is drawn, never at module import (the stage runner's `--help`
+and config errors stay fast). Figures are `matplotlib.figure.Figure` objects (no pyplot global
+state). Text stays text (`svg.fonttype: none`, so op names are searchable), matplotlib's SVG writer
+escapes it, and mathtext is off, so a `$` in an op or model name from a hostile file is only a
+character.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from stages.analyze.report.svg_charts import (
-    Marker,
-    Point,
-    Series,
-    bar_chart,
-    line_chart,
-    scatter_chart,
-)
-from stages.formats.atomic_write import write_text_atomic
+from stages.formats.atomic_write import atomic_path
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 DELEGATED_COLOR = "#3b7dd8"
 OPERATOR_COLOR = "#e08a2c"
+ACCUMULATED_COLOR = "#3b7dd8"
+LOCAL_COLOR = "#2ca25f"
+MARKER_COLOR = "#d62728"
+MAX_LABEL = 60  # characters of an op name shown beside its bar
+
+
+@dataclass(frozen=True)
+class Point:
+    """One labelled point of a scatter plot."""
+
+    x: float
+    y: float
+    label: str
+
+
+@contextmanager
+def _figure(width_in: float, height_in: float) -> Iterator[Figure]:
+    """A new figure under the plots' style settings."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    # Text as text, no mathtext, fixed ids (with no date in the metadata: same bytes, same data).
+    with matplotlib.rc_context(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": "delegate-debugger",
+            "text.parse_math": False,
+            "font.size": 9.0,
+        }
+    ):
+        yield Figure(figsize=(width_in, height_in), layout="constrained")
+
+
+def _save(figure: Figure, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="svg", metadata={"Date": None})
 
 
 def plot_top_ops(
     path: Path, labels: list[str], p50: list[float], delegated: list[bool], unit: str
 ) -> None:
-    colors = [DELEGATED_COLOR if d else OPERATOR_COLOR for d in delegated]
-    svg = bar_chart(
-        labels,
-        p50,
-        colors,
-        "Slowest ops by p50",
-        f"p50 ({unit})",
-        legend=[(DELEGATED_COLOR, "inside a delegate"), (OPERATOR_COLOR, "operator")],
-    )
-    write_text_atomic(path, svg)
+    """Horizontal bars, slowest on top; delegated ops and operators in two colors."""
+    from matplotlib.patches import Patch
+
+    shown = [label[:MAX_LABEL] for label in labels]
+    with _figure(9.0, 1.2 + 0.28 * max(len(shown), 1)) as figure:
+        axes = figure.add_subplot()
+        values = [v if math.isfinite(v) else 0.0 for v in p50]
+        colors = [DELEGATED_COLOR if d else OPERATOR_COLOR for d in delegated]
+        bars = axes.barh(range(len(shown)), values, color=colors)
+        for index, bar in enumerate(bars):
+            bar.set_gid(f"bar_{index}")
+        axes.set_yticks(range(len(shown)), shown, fontfamily="monospace", fontsize=8)
+        axes.invert_yaxis()
+        axes.set_xlabel(f"p50 ({unit})")
+        axes.set_title("Slowest ops by p50")
+        axes.grid(axis="x", color="#e5e5e5")
+        axes.set_axisbelow(True)
+        legend = [
+            Patch(color=DELEGATED_COLOR, label="inside a delegate"),
+            Patch(color=OPERATOR_COLOR, label="operator"),
+        ]
+        axes.legend(handles=legend, loc="lower right")
+        _save(figure, path)
 
 
-def _clip(values: list[float], floor: float, ceiling: float) -> list[float]:
-    out = []
-    for v in values:
-        if math.isnan(v):
-            out.append(floor)
-        else:
-            out.append(min(max(v, floor), ceiling))
-    return out
+def _clip(values: Sequence[float], floor: float, ceiling: float) -> list[float]:
+    """Values inside [floor, ceiling]; NaN at the floor, infinities at the edges."""
+    return [floor if math.isnan(v) else min(max(v, floor), ceiling) for v in values]
 
 
 def plot_gap(
@@ -58,25 +109,48 @@ def plot_gap(
     hi = max([*finite, threshold if threshold is not None else 1.0], default=1.0)
     pad = (hi - lo) * 0.1 or 1.0
     floor, ceiling = lo - pad, hi + pad
-    series = [
-        Series("accumulated gap", _clip(accumulated, floor, ceiling), "#3b7dd8"),
-        Series("local gap", _clip(local, floor, ceiling), "#2ca25f", dashed=True),
-    ]
-    markers = []
-    if threshold is not None:
-        markers.append(Marker(f"threshold {threshold:g}", threshold, "#d62728"))
-    if first_divergence is not None:
-        markers.append(Marker("first divergence", first_divergence, "#d62728", vertical=True))
-    svg = line_chart(
-        series,
-        markers,
-        (floor, ceiling),
-        f"Numeric gap along the graph ({metric}; ∞ drawn at the top edge)",
-        ("compared output (graph order)", metric),
-    )
-    write_text_atomic(path, svg)
+    with _figure(10.0, 4.6) as figure:
+        axes = figure.add_subplot()
+        lines: list[Any] = []
+        lines += axes.plot(_clip(accumulated, floor, ceiling), color=ACCUMULATED_COLOR)
+        lines += axes.plot(_clip(local, floor, ceiling), color=LOCAL_COLOR, linestyle="--")
+        lines[0].set(label="accumulated gap", gid="accumulated")
+        lines[1].set(label="local gap", gid="local")
+        if threshold is not None:
+            axes.axhline(threshold, color=MARKER_COLOR, label=f"threshold {threshold:g}")
+        if first_divergence is not None:
+            axes.axvline(
+                first_divergence, color=MARKER_COLOR, linestyle=":", label="first divergence"
+            )
+        axes.set_ylim(floor, ceiling)
+        axes.set_xlabel("compared output (graph order)")
+        axes.set_ylabel(metric)
+        axes.set_title(f"Numeric gap along the graph ({metric}; ∞ drawn at the top edge)")
+        axes.grid(color="#e5e5e5")
+        axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=4)
+        _save(figure, path)
 
 
 def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, str]) -> None:
-    """Labelled points (a sweep's runs: latency against gap)."""
-    write_text_atomic(path, scatter_chart(points, title, labels))
+    """Labelled points on two linear axes; non-finite points are left out."""
+    shown = [p for p in points if math.isfinite(p.x) and math.isfinite(p.y)]
+    with _figure(8.0, 5.0) as figure:
+        axes = figure.add_subplot()
+        axes.scatter([p.x for p in shown], [p.y for p in shown], color=DELEGATED_COLOR)
+        axes.margins(0.15)
+        middle = sum(axes.get_xlim()) / 2
+        for index, p in enumerate(shown):
+            right_half = p.x > middle  # its label runs leftwards, inside the plot
+            axes.annotate(
+                p.label,
+                (p.x, p.y),
+                xytext=(-6 if right_half else 6, 6),
+                textcoords="offset points",
+                ha="right" if right_half else "left",
+                gid=f"point_{index}",
+            )
+        axes.set_xlabel(labels[0])
+        axes.set_ylabel(labels[1])
+        axes.set_title(title)
+        axes.grid(color="#e5e5e5")
+        _save(figure, path)

@@ -62,6 +62,8 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
             )
         if first.get("module_hierarchy"):
             lines.append(f"   module {first['module_hierarchy']}")
+        if first.get("note"):  # a partition compared as a whole, or unobserved inputs
+            lines.append(f"   note: {first['note']}")
     return lines
 
 
@@ -92,6 +94,10 @@ def format_terminal_report(summary_path: Path) -> str:
             f"partitions {s.get('partitions')}"
         )
     lines.extend(_first_divergence_lines(s.get("first_divergence"), metric))
+    findings = s.get("delegate_map_check") or []
+    if findings:
+        kinds = ", ".join(sorted({f"{f['kind']} ({f['severity']})" for f in findings}))
+        lines.append(f"delegate map check: {kinds}; see summary.json's delegate_map_check")
     slowest = s.get("slowest_ops", [])
     if slowest:
         lines.append(f"{'slowest ops':<50}{'p50 (' + unit + ')':>12}  backend")

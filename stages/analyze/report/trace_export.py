@@ -7,7 +7,6 @@ slice, keeping their relative offsets and converting ticks with the backend's ti
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from stages.analyze.link.linking import (
     link_event,
     ops_of,
 )
-from stages.formats.atomic_write import write_text_atomic
+from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS
 
@@ -32,8 +31,8 @@ class Trace:
     """Slices before serialisation: per slice its span (ns), lane, block and its static part."""
 
     slices: list[tuple[float, float, int, int, int]] = field(default_factory=list)
-    statics: list[tuple[str, str]] = field(default_factory=list)  # (name JSON, args tail JSON)
-    blocks: list[str] = field(default_factory=list)  # block names as JSON strings
+    statics: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (label, args)
+    blocks: list[str] = field(default_factory=list)  # block names
     lanes: dict[str, int] = field(default_factory=lambda: {"operators": OPERATOR_LANE})
 
     @property
@@ -49,8 +48,8 @@ def _static(
     ops: dict[str, list[str]],
     ident: Any,
     gaps: dict[tuple[int, ...], dict[str, Any]],
-) -> tuple[str, str]:
-    """The JSON of what every occurrence of one instruction shares: its label and most args."""
+) -> tuple[str, dict[str, Any]]:
+    """What every occurrence of one instruction shares: its label and most args."""
     handles = tuple(link.debug_handles) if link else ()
     args = {
         "event_name": pe.name,
@@ -60,7 +59,7 @@ def _static(
         **({"delegate_debug_identifier": ident} if ident is not None else {}),
         **gaps.get(handles, {}),
     }
-    return json.dumps(label), json.dumps(args, allow_nan=False)[1:]  # "...}" without its "{"
+    return label, args
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,7 @@ def build_trace(
     ns_per_tick = NS_PER_MS / index.delegate_ticks_per_ms
     add = trace.slices.append
     for block_index, block in enumerate(dump.run_data):
-        trace.blocks.append(json.dumps(block.name))
+        trace.blocks.append(block.name)
         call: tuple[float, float] | None = None
         delegate_base: float | None = None
         for event in block.events:
@@ -130,43 +129,34 @@ def build_trace(
     return trace
 
 
-def trace_json(trace: Trace) -> str:
-    """Chrome trace JSON: times from ns since the first slice to µs, plus the lane names.
-
-    Written as text from pieces made once per instruction, block and lane: a 100-iteration
-    ETDump has ~24,000 slices."""
+def trace_events(trace: Trace) -> dict[str, Any]:
+    """The Chrome trace: times from ns since the first slice to µs (3 decimals), lane names."""
     origin = trace.origin or 0.0
-    times = [t for s in trace.slices for t in s[:2]]
-    if not math.isfinite(math.fsum(times)):  # a bug, never user input: times come from ints
-        raise ValueError("non-finite time in the trace")
-    meta = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "program"}}]
-    meta += [
+    events: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "program"}}
+    ]
+    events += [
         {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
         for name, tid in trace.lanes.items()
     ]
-    parts = [", ".join(json.dumps(m) for m in meta)]
-    # Each slice is joined from pieces made once per instruction, block and lane: only its two
-    # numbers are formatted per slice.
-    heads = [f', {{"name": {name}, "cat": ' for name, _ in trace.statics]
-    tails = [f"{tail}}}" for _, tail in trace.statics]
-    cats = [f'{cat}, "ph": "X", "ts": ' for cat in trace.blocks]
-    block_args = [f'{cat}, "block_index": {i}, ' for i, cat in enumerate(trace.blocks)]
-    lane_args = {lane: f'{lane}, "args": {{"event_block": ' for lane in trace.lanes.values()}
-    extend = parts.extend
     for start, end, lane, block, static in trace.slices:
-        dur = end - start if end > start else 0.0
-        extend(
-            (
-                heads[static],
-                cats[block],
-                f'{(start - origin) / 1e3:.3f}, "dur": {dur / 1e3:.3f}, "pid": 1, "tid": ',
-                lane_args[lane],
-                block_args[block],
-                tails[static],
-            )
+        label, args = trace.statics[static]
+        events.append(
+            {
+                "name": label,
+                "cat": trace.blocks[block],
+                "ph": "X",
+                "ts": round((start - origin) / 1e3, 3),
+                "dur": round(max(end - start, 0.0) / 1e3, 3),
+                "pid": 1,
+                "tid": lane,
+                "args": {"event_block": trace.blocks[block], "block_index": block, **args},
+            }
         )
-    return '{"traceEvents": [' + "".join(parts) + '], "displayTimeUnit": "ms"}'
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def write_trace(path: Path, trace: Trace) -> None:
-    write_text_atomic(path, trace_json(trace))
+    """trace.json, written atomically; a non-finite time or gap value is a bug, never written."""
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        json.dump(trace_events(trace), fh, allow_nan=False)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump.records import ETDumpError, ScalarType, TensorRecord
 
 ALIGNMENT = 64
@@ -101,12 +101,10 @@ class DebugBufferWriter:
         if len(program) != 32:
             raise DebugBufferError(f"program fingerprint {program_fingerprint!r} is not a sha256")
         trailer = _TRAILER.pack(program, self._digest.digest(), self.size, TRAILER_MAGIC)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with tmp.open("wb") as fh:
+        with atomic_path(path) as tmp, tmp.open("wb") as fh:
             for chunk in self._chunks:
                 fh.write(chunk)
             fh.write(trailer)
-        os.replace(tmp, path)
         return self.size + TRAILER_SIZE
 
 

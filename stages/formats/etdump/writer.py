@@ -5,11 +5,11 @@ Table slots follow ExecuTorch 1.5.1's etdump_schema_flatcc.fbs declaration order
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import flatbuffers
 
+from stages.formats.atomic_write import write_bytes_atomic
 from stages.formats.etdump.records import (
     ETDUMP_FILE_IDENTIFIER,
     AllocationEvent,
@@ -186,7 +186,5 @@ def write_etdump_bytes(etdump: ETDumpData) -> bytes:
 def write_etdump(path: Path, etdump: ETDumpData) -> int:
     """Write atomically; returns the number of bytes."""
     data = write_etdump_bytes(etdump)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_bytes_atomic(path, data)
     return len(data)

@@ -51,3 +51,15 @@ def test_a_library_upgrade_changes_the_fingerprint_and_says_which(
     assert after.digest != base.digest
     assert f"torch {version('torch')} -> 99.0.0" in explain_change(base, after)
     assert Fingerprint.from_json(after.to_json()) == after
+
+
+def test_the_python_version_is_part_of_every_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import platform
+
+    base = compute_fingerprint({"a": 1}, [], ("pipeline.cache.fingerprint",))
+    assert base.libraries["python"] == platform.python_version()
+    other = {**base.libraries, "python": "3.99.0"}
+    monkeypatch.setattr(fingerprint_module, "library_versions", lambda: other)
+    after = compute_fingerprint({"a": 1}, [], ("pipeline.cache.fingerprint",))
+    assert after.digest != base.digest
+    assert f"python {platform.python_version()} -> 3.99.0" in explain_change(base, after)

@@ -66,8 +66,8 @@ def test_per_op_table_in_ms_with_the_runs_own_gap_direction(
 
     comparison = compare_runs(client, runs, tmp_path / "out")
     (ops,) = list(csv.DictReader((tmp_path / "out" / "comparison_ops_m.csv").open()))
-    assert float(ops["p50_ms[xnnpack-fp32]"]) == pytest.approx(2.0)
-    assert float(ops["p50_ms[qnn-fp16]"]) == pytest.approx(1.0)
+    assert float(ops["p50_ms[xnnpack-fp32 @ emulated]"]) == pytest.approx(2.0)
+    assert float(ops["p50_ms[qnn-fp16 @ emulated]"]) == pytest.approx(1.0)
     assert ops["slowest"] == "xnnpack-fp32" and ops["least_accurate"] == least_accurate
     rows = list(csv.DictReader(comparison.runs.open()))
     assert tuple(rows[0]) == RUN_COLUMNS and {r["gap_metric"] for r in rows} == {metric}

@@ -70,7 +70,7 @@ def test_local_store_artifacts_are_hard_links_not_copies(tmp_path: Path) -> None
 def test_tables_load_in_mlflow_as_pandas_reads_the_csv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Our pandas-free table artifact is what MlflowClient.log_table would have written."""
+    """A logged table (MlflowClient.log_table) loads back as pandas reads the CSV; tags list it."""
     import pandas as pd
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -1,0 +1,242 @@
+"""A worked example delegate backend for docs/delegate_authors.md: an emulated NPU.
+
+Plug it in without copying anything into the tool (see the page for the three ways):
+
+    delegate-debugger model=mlp backend._target_=./npu_backend.py:NpuBackend
+
+What it shows: partitioner rules (`unsupported_reason`), a fused `linear+relu` kernel, string
+identifiers built with `DelegateMappingBuilder`, processed bytes that the runtime half rebuilds
+kernels from (nothing else is shared between `preprocess` and `init`), real-time delegate events
+with metadata bytes, delegate intermediate outputs, and `backend.fault.*` support.
+Everything it imports from the tool comes from `stages.backends.api`.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from stages.backends.api import (
+    BackendDetails,
+    BackendError,
+    DelegateIdentifier,
+    DelegateMappingBuilder,
+    EventTracerDebugLogLevel,
+    EventTracerProtocol,
+    PartitionGraph,
+    PreprocessResult,
+    apply_output_fault,
+    with_fault_eps,
+)
+
+# Partitioner rule: the ops the NPU runs. Everything else stays an operator call of the program.
+SUPPORTED_OPS = frozenset(
+    {
+        "aten.linear.default",
+        "aten.addmm.default",
+        "aten.relu.default",
+        "aten.gelu.default",
+        "aten.add.Tensor",
+        "aten.mul.Tensor",
+        "aten.layer_norm.default",
+        "aten.permute.default",
+        "aten.view.default",
+        "aten.reshape.default",
+    }
+)
+FUSABLE = ("aten.linear.default", "aten.addmm.default")  # ... followed by a relu: one kernel
+RELU = "aten.relu.default"
+# Metadata bytes on every event: ops in the kernel, elements written (parse_delegate_metadata).
+_METADATA = struct.Struct("<II")
+
+
+@dataclass
+class _Kernel:
+    """One kernel as the runtime rebuilds it: its ops, the value it writes, its fault."""
+
+    name: str
+    identifier: DelegateIdentifier
+    ops: list[dict[str, Any]]
+    output: int
+    fault: dict[str, Any] | None
+
+
+@dataclass
+class _Loaded:
+    """What `init` returns and `execute` receives: the kernels and the partition's value slots."""
+
+    kernels: list[_Kernel]
+    num_values: int
+    inputs: list[int]
+    outputs: list[int]
+    constants: list[tuple[int, torch.Tensor]]
+
+
+def _is_float(node: torch.fx.Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def _group_kernels(nodes: list[torch.fx.Node]) -> list[list[torch.fx.Node]]:
+    """Partition nodes (topological order) grouped into kernels: linear→relu fuses."""
+    kernels: list[list[torch.fx.Node]] = []
+    for node in nodes:
+        previous = kernels[-1] if kernels else None
+        if (
+            previous is not None
+            and len(previous) == 1
+            and str(previous[0].target) in FUSABLE
+            and str(node.target) == RELU
+            and node.args[0] is previous[0]
+            and len(previous[0].users) == 1
+        ):
+            previous.append(node)
+        else:
+            kernels.append([node])
+    return kernels
+
+
+class NpuBackend(BackendDetails):
+    """An emulated NPU: fp32 kernels run with torch, one real-time event per kernel."""
+
+    name = "npu"  # labels the run dir, events, lowering.json and MLflow
+    applies_faults = True  # preprocess takes `backend.fault.*` through `self.fault_for`
+
+    @classmethod
+    def precisions(cls) -> tuple[str, ...]:
+        return ("fp32",)
+
+    # AOT half: which ops, and how a partition becomes bytes + a debug-handle map -------------
+    def unsupported_reason(self, node: torch.fx.Node) -> str | None:
+        op = str(node.target)
+        if op not in SUPPORTED_OPS:
+            return f"{op} is not an NPU op"
+        if not _is_float(node):
+            return f"{op} does not produce one float tensor"
+        return None
+
+    def preprocess(
+        self, partition: PartitionGraph, compile_specs: dict[str, Any]
+    ) -> PreprocessResult:
+        slots: dict[str, int] = {}
+        for node in partition.inputs:
+            slots[node.name] = len(slots)
+        for name in partition.constants:
+            slots[name] = len(slots)
+        for node in partition.nodes:
+            slots[node.name] = len(slots)
+
+        def encode(arg: Any) -> Any:
+            if isinstance(arg, torch.fx.Node):
+                return {"value": slots[arg.name]}
+            if isinstance(arg, list | tuple):
+                return [encode(a) for a in arg]
+            return arg
+
+        builder = DelegateMappingBuilder(generated_identifiers=False)
+        kernels = []
+        for index, nodes in enumerate(_group_kernels(partition.nodes)):
+            label = "+".join(str(n.target).split(".")[1] for n in nodes)
+            identifier = f"npu/p{partition.partition_id}/k{index}:{label}"  # a string identifier
+            # Every op of a fused kernel is mapped: the analysis ties the kernel to all of them.
+            builder.insert_delegate_mapping_entry(nodes=nodes, identifier=identifier)
+            fault = self.fault_for(nodes)  # the fault if this kernel holds its target, else None
+            ops = [
+                {
+                    "op": str(n.target),
+                    "args": encode(with_fault_eps(str(n.target), list(n.args), fault)),
+                    "kwargs": {k: encode(v) for k, v in n.kwargs.items()},
+                    "out": slots[n.name],
+                }
+                for n in nodes
+            ]
+            kernels.append(
+                {
+                    "name": f"npu_{label}",
+                    "identifier": identifier,
+                    "ops": ops,
+                    "output": slots[nodes[-1].name],
+                    "fault": fault,
+                }
+            )
+        blob = {
+            "kernels": kernels,
+            "num_values": len(slots),
+            "inputs": [slots[n.name] for n in partition.inputs],
+            "outputs": [slots[n.name] for n in partition.outputs],
+            "constants": {str(slots[k]): v.contiguous() for k, v in partition.constants.items()},
+        }
+        buffer = io.BytesIO()
+        torch.save(blob, buffer)
+        return PreprocessResult(buffer.getvalue(), builder.get_delegate_mapping())
+
+    # Runtime half: rebuild kernels from the bytes alone, run them, log events ----------------
+    def init(self, processed_bytes: bytes, compile_specs: dict[str, Any]) -> _Loaded:
+        try:
+            blob = torch.load(io.BytesIO(processed_bytes), weights_only=True)
+        except Exception as exc:
+            raise BackendError(f"npu: processed bytes cannot be read ({exc})") from exc
+        kernels = [_Kernel(**k) for k in blob["kernels"]]
+        constants = [(int(k), v) for k, v in blob["constants"].items()]
+        return _Loaded(kernels, blob["num_values"], blob["inputs"], blob["outputs"], constants)
+
+    def execute(
+        self, handle: _Loaded, inputs: list[torch.Tensor], tracer: EventTracerProtocol | None
+    ) -> list[torch.Tensor]:
+        values: list[Any] = [None] * handle.num_values
+        for slot, tensor in handle.constants:
+            values[slot] = tensor
+        for slot, tensor in zip(handle.inputs, inputs, strict=True):
+            values[slot] = tensor
+        capture = (
+            tracer is not None
+            and tracer.debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
+        )
+        for kernel in handle.kernels:
+            # Real-time event: the tracer reads its own clock at start and end.
+            entry = (
+                tracer.start_profiling_delegate(kernel.name, kernel.identifier) if tracer else None
+            )
+            _run_kernel(kernel, values)
+            if tracer is not None:
+                output = values[kernel.output]
+                tracer.end_profiling_delegate(
+                    entry, _METADATA.pack(len(kernel.ops), int(output.numel()))
+                )
+                if capture:  # what the kernel computed, under the identifier the map resolves
+                    tracer.log_intermediate_output_delegate(None, kernel.identifier, output)
+        return [values[slot] for slot in handle.outputs]
+
+    @staticmethod
+    def parse_delegate_metadata(metadata: bytes) -> dict[str, Any]:
+        if len(metadata) != _METADATA.size:
+            return {"raw": metadata.hex()} if metadata else {}
+        ops, elements = _METADATA.unpack(metadata)
+        return {"ops": ops, "elements": elements}
+
+
+def _decode(arg: Any, values: list[Any]) -> Any:
+    if isinstance(arg, dict) and set(arg) == {"value"}:
+        return values[arg["value"]]
+    if isinstance(arg, list):
+        return [_decode(a, values) for a in arg]
+    return arg
+
+
+def _aten(name: str) -> Any:
+    """'aten.linear.default' -> torch.ops.aten.linear.default."""
+    _, op, overload = name.split(".")
+    return getattr(getattr(torch.ops.aten, op), overload)
+
+
+def _run_kernel(kernel: _Kernel, values: list[Any]) -> None:
+    for op in kernel.ops:
+        args = _decode(op["args"], values)
+        kwargs = {k: _decode(v, values) for k, v in op["kwargs"].items()}
+        values[op["out"]] = _aten(op["op"])(*args, **kwargs)
+    if kernel.fault:  # backend.fault.*: this kernel holds the target, its output is wrong
+        values[kernel.output] = apply_output_fault(values[kernel.output], kernel.fault)

@@ -1,0 +1,107 @@
+"""The command line: `delegate-debugger ...` or `python -m pipeline ...` (a thin @hydra.main
+around run_pipeline). Importing this module readies the process: the working directory can no
+longer shadow the tool, and torch's OpenMP runtime waits passively."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.invocation import demote_working_directory
+
+demote_working_directory()  # before any other project package (stages, conf) is imported
+
+from pipeline.cpu_threads import set_passive_wait_policy  # noqa: E402
+
+set_passive_wait_policy()  # before anything loads torch's OpenMP runtime
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from pipeline.cache.run_dirs import register_run_suffix  # noqa: E402
+from pipeline.config.location import CONFIG_NAME, config_dir  # noqa: E402
+from pipeline.config.schema import register_configs  # noqa: E402
+from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
+from pipeline.hydra_run import run_from_hydra  # noqa: E402
+from pipeline.sweeps.job_failures import (  # noqa: E402
+    FailedJob,
+    FailedVerdict,
+    record_failed_job,
+    record_failed_verdict,
+)
+from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE, failed_verdict  # noqa: E402
+
+register_configs()
+register_run_suffix()
+
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=CONFIG_NAME)
+def run_job(cfg: DictConfig) -> None:
+    """Run the pipeline for one composed config (one job of a sweep)."""
+    try:
+        result = run_from_hydra(cfg)
+    except RunInterruptedError as exc:
+        # One line, no traceback: the tracking run is already KILLED, the stages done are kept.
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(INTERRUPTED_EXIT_CODE)
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            # One failed job must not abort the sweep: its marker (and child run, if tracked)
+            # lets the sweep callback report it and exit non-zero when all jobs are done.
+            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), str(exc))
+            record_failed_job(Path(hydra_cfg.runtime.output_dir), job)
+            return
+        sys.exit(1)
+    _gate_on_verdict(cfg, result)
+
+
+def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
+    """A FAIL verdict exits 3 (a sweep job leaves a marker; the sweep exits 3 at its end)."""
+    failure = failed_verdict(cfg, result)
+    if failure is None:
+        return
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        verdict = FailedVerdict(
+            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), failure
+        )
+        record_failed_verdict(Path(hydra_cfg.runtime.output_dir), verdict)
+        return
+    print(
+        f"verdict: FAIL ({failure}); exit code {VERDICT_FAILED_EXIT_CODE} "
+        "(analyze.fail_exit_code=false exits 0)",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(VERDICT_FAILED_EXIT_CODE)
+
+
+def _end_open_sweeps(killed: bool) -> None:
+    """A sweep stopped before its end leaves no parent run RUNNING."""
+    if "pipeline.sweeps.callback" in sys.modules:  # only sweeps load it (keeps --help light)
+        from pipeline.sweeps.callback import end_open_sweeps
+
+        end_open_sweeps(killed)
+
+
+def main() -> None:
+    """Entry point of the `delegate-debugger` command and of `python -m pipeline`."""
+    try:
+        run_job()
+    except KeyboardInterrupt:  # outside a run: starting up, or a sweep's launcher waiting
+        _end_open_sweeps(killed=True)
+        print(
+            "error: interrupted; run the same command again to resume (finished stages are reused)",
+            file=sys.stderr,
+        )
+        sys.exit(INTERRUPTED_EXIT_CODE)
+    except SystemExit as exc:  # a job's Ctrl-C (130) or Hydra reporting a crash
+        _end_open_sweeps(killed=exc.code == INTERRUPTED_EXIT_CODE)
+        raise

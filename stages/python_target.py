@@ -1,0 +1,129 @@
+"""Resolve a user's `_target_`: a dotted path (`pkg.mod.Name`) or a file form (`./file.py:Name`).
+
+The file form needs no package or PYTHONPATH: the file is loaded as a standalone module under a
+name derived from its path. Relative paths are taken from the directory the user ran from. The
+model and the backend options share this, so both accept the same two forms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import pkgutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+FILE_TARGET_SEPARATOR = ":"
+_MODULE_PREFIX = "delegate_debugger_user_model_"
+
+
+class TargetError(ValueError):
+    """A `_target_` that names nothing importable; the message names the option."""
+
+
+def split_file_target(target: str) -> tuple[str, str] | None:
+    """('path/to/file.py', 'attr') for a file form, None for a dotted path."""
+    path, sep, attr = target.rpartition(FILE_TARGET_SEPARATOR)
+    if not sep or not path.endswith(".py"):
+        return None
+    return path, attr
+
+
+def absolute_target(target: str, base_dir: Path) -> str:
+    """The target with a relative file path made absolute against `base_dir`; dotted unchanged."""
+    split = split_file_target(target)
+    if split is None:
+        return target
+    path = Path(split[0]).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    return f"{path.resolve()}{FILE_TARGET_SEPARATOR}{split[1]}"
+
+
+def target_source_file(target: str, base_dir: Path) -> Path | None:
+    """The Python file that defines the target (for fingerprints), found without running it."""
+    split = split_file_target(absolute_target(target, base_dir))
+    if split is not None:
+        path = Path(split[0])
+        return path if path.is_file() else None
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            spec = importlib.util.find_spec(".".join(parts[:cut]))
+        except (ImportError, ValueError, AttributeError):
+            continue
+        if spec is not None and spec.origin and spec.origin.endswith(".py"):
+            return Path(spec.origin)
+        if spec is not None:
+            return None
+    return None
+
+
+def file_module_name(path: Path) -> str:
+    """The module name a file-form target's file is loaded under (stable per absolute path)."""
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    return f"{_MODULE_PREFIX}{path.stem}_{digest}"
+
+
+def load_file_module(
+    path: Path, option: str, error: type[Exception] = TargetError, *, reuse: bool = False
+) -> ModuleType:
+    """Run `path` as a module (registered in sys.modules first, so pickling and dataclasses find
+    it); `reuse=True` returns the module an earlier call loaded. Errors name `option`."""
+    if not path.is_file():
+        raise error(
+            f"{option}: no such file {path} (a relative path is taken from the directory you "
+            "ran the command in)"
+        )
+    name = file_module_name(path)
+    if reuse and name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise error(f"{option}: {path} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise error(f"{option}: running {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def import_target(
+    target: str,
+    option: str,
+    base_dir: Path,
+    error: type[Exception] = TargetError,
+    *,
+    reuse: bool = False,
+) -> Any:
+    """The object `target` names; `error` naming `option` if it cannot be found."""
+    split = split_file_target(absolute_target(target, base_dir))
+    if split is not None:
+        path, attr = split
+        module = load_file_module(Path(path), f"{option}={target!r}", error, reuse=reuse)
+        found = getattr(module, attr, None) if attr else None
+        if found is None:
+            names = sorted(n for n in vars(module) if not n.startswith("_"))
+            raise error(
+                f"{option}={target!r}: {path} defines no {attr!r} "
+                f"(write it as FILE.py:NAME; the file defines: {', '.join(names)})"
+            )
+        return found
+    if "." not in target:
+        raise error(
+            f"{option}={target!r} is neither a dotted path like 'pkg.module.Name' "
+            "nor a file form like './my_file.py:Name'"
+        )
+    try:
+        return pkgutil.resolve_name(target)
+    except (ImportError, AttributeError) as exc:
+        raise error(f"{option}={target!r}: cannot import it ({exc})") from exc
+    except Exception as exc:  # the user's module raised while it was imported
+        raise error(
+            f"{option}={target!r}: importing it failed: {type(exc).__name__}: {exc}"
+        ) from exc

@@ -126,19 +126,21 @@ def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
     return [
         _path_or(run_dir, cfg.analyze.etrecord, ArtifactName.ETRECORD),
         _path_or(run_dir, cfg.analyze.debug_buffer, ArtifactName.DEBUG_BUFFER),
+        _path_or(run_dir, cfg.analyze.pte, ArtifactName.EXECUTORCH_PROGRAM),
     ]
 
 
 def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.analyze.stage import run_analyze
 
-    etrecord, debug_buffer = _analyze_optional(cfg, run_dir)
+    etrecord, debug_buffer, pte = _analyze_optional(cfg, run_dir)
     return run_analyze(
         _to_object(cfg.analyze),
         _analyze_inputs(cfg, run_dir)[0],
         debug_buffer if debug_buffer.is_file() else None,
         etrecord if etrecord.is_file() else None,
         run_dir,
+        pte=pte if pte.is_file() or cfg.analyze.pte else None,  # a missing analyze.pte: say so
     )
 
 

@@ -49,6 +49,8 @@ class AnalyzeConfig:
     etdump: str | None = None
     etrecord: str | None = None
     debug_buffer: str | None = None
+    # ExecuTorch's .pte, for the XNNPACK graphs an ETRecord may lack (default: the run's program.pte)
+    pte: str | None = None
     time_unit: TimeUnit = TimeUnit.ms
     # l1 is a sum (as ExecuTorch's); mean_abs is its mean. The default leaves the sum out.
     comparators: list[ComparatorName] = field(

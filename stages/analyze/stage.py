@@ -43,6 +43,13 @@ from stages.analyze.link.program_identity import (
     check_logged_outputs,
     prove_identity,
 )
+from stages.analyze.link.xnnpack_graphs import load_xnnpack_graphs
+from stages.analyze.link.xnnpack_recovery import (
+    RecoveryReport,
+    link_source_counts,
+    needs_recovery,
+    recover_links,
+)
 from stages.analyze.load.loading import AnalysisInputs, load_inputs
 from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outputs
 from stages.analyze.load.unused_inputs import report as report_unused
@@ -224,16 +231,36 @@ class _Linked:
     program: ExportedProgram | None
     parser: Any
     map_check: MapCheck = field(default_factory=MapCheck)
+    recovery: RecoveryReport | None = None
+
+
+def _recover(
+    index: ProgramIndex, inputs: AnalysisInputs, etrecord: Path | None, pte: Path | None
+) -> tuple[ProgramIndex, RecoveryReport | None]:
+    """XNNPACK kernel links from the serialized graphs, for calls whose delegate left no map."""
+    wanted = needs_recovery(index)
+    if not wanted:
+        return index, None
+    graphs, source = load_xnnpack_graphs(index, etrecord, pte, wanted)
+    record = inputs.etrecord
+    program = record.exported_program() if record is not None and graphs else None
+    return recover_links(index, inputs.etdump, graphs, source, program)
 
 
 def _load_and_link(
-    cfg: AnalyzeConfig, etdump: Path, debug_buffer: Path | None, etrecord: Path | None
+    cfg: AnalyzeConfig,
+    etdump: Path,
+    debug_buffer: Path | None,
+    etrecord: Path | None,
+    pte: Path | None = None,
 ) -> _Linked:
     """Load the files, refuse a foreign pairing, and prove (or check) program identity."""
     inputs = load_inputs(etdump, debug_buffer, etrecord)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
+    delegates_own = index
+    index, recovery = _recover(index, inputs, etrecord, pte)
     files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
     identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files)
     program = None
@@ -245,9 +272,10 @@ def _load_and_link(
         index.backend,
         record.lowering_info.get("backend_target") if record is not None else None,
     )
-    map_check = check_runtime_maps(inputs.etdump, index, record)
+    # The map check judges the delegates' own maps, never the analysis's recovered ones.
+    map_check = check_runtime_maps(inputs.etdump, delegates_own, record)
     log_findings(map_check)
-    return _Linked(inputs, index, identity, program, parser, map_check)
+    return _Linked(inputs, index, identity, program, parser, map_check, recovery)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -384,12 +412,13 @@ def run_analyze(
     debug_buffer: Path | None,
     etrecord: Path | None,
     run_dir: Path,
+    pte: Path | None = None,
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
     started = time.perf_counter()
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     gap_comparator = metric_comparator(comparators, cfg.gap_metric)
-    linked = _load_and_link(cfg, etdump, debug_buffer, etrecord)
+    linked = _load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     inputs, index, record = linked.inputs, linked.index, linked.inputs.etrecord
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
     budget = verdict_budget(cfg, index.precision)
@@ -419,6 +448,9 @@ def run_analyze(
         cfg.top_k,
     )
     _complete_summary(summary, verdict, found, linked)
+    summary["link_sources"] = link_source_counts(events)
+    if linked.recovery is not None:
+        summary["xnnpack_recovery"] = linked.recovery.record()
     _add_map_check(summary, linked, verdict, found.not_evaluated)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)

@@ -10,6 +10,11 @@ from dataclasses import dataclass
 
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 
+# Where a delegate's identifier map comes from: the backend itself, or recovered by the
+# analysis from the delegate's serialized graph (stages.analyze.link.xnnpack_recovery).
+OWN_MAP = "map"
+RECOVERED_MAP = "recovered"
+
 
 class ETRecordError(Exception):
     """An ETRecord file is missing, truncated, of another version, or carries unsafe data."""
@@ -23,3 +28,4 @@ class DelegateMapRecord:
     backend_name: str
     debug_handle_map: dict[DelegateIdentifier, tuple[DebugHandle, ...]]
     delegated_handles: tuple[DebugHandle, ...] = ()
+    map_source: str = OWN_MAP

@@ -34,7 +34,6 @@ def _lower(
         "mlp",
         "backend=xnnpack",
         f"backend._target_={BUGS}.{backend}",
-        f"backend.name={backend}",
         *more,
     )
     exported, lowered = export_and_lower(cfg, tmp_path)

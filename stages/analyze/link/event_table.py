@@ -54,6 +54,7 @@ EVENT_COLUMNS = (
     "count",
     "time_unit",
     "instruction_id",
+    "link_source",
 )
 
 
@@ -154,6 +155,8 @@ def event_record(row: EventRow, unit: str) -> dict[str, Any]:
         "count": len(row.durations),
         "time_unit": unit,
         "instruction_id": row.instruction_id,
+        # map (the ETRecord's / delegate's own), recovered (xnnpack_recovery) or none
+        "link_source": link.link_source if link.debug_handles else "none",
     }
     return record
 

@@ -23,6 +23,7 @@ from stages.formats.etdump.records import (
     read_stamp,
 )
 from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
+from stages.formats.etrecord_types import OWN_MAP, RECOVERED_MAP
 
 NS_PER_MS = 1e6
 # ExecuTorch's runtime events around a whole method: they stand for no operator.
@@ -100,6 +101,8 @@ class Link:
     delegate_backend_name: str = ""
     delegate_debug_identifier: DelegateIdentifier | None = None
     partition_id: int | None = None
+    # "map": the ETRecord's or the delegate's own map; "recovered": the analysis's recovery.
+    link_source: str = OWN_MAP
 
 
 def identifier_of(id_int: int, id_str: str) -> DelegateIdentifier | None:
@@ -126,11 +129,13 @@ def link_event(
                     m.backend_name,
                     identifier,
                     m.partition_id,
+                    m.map_source,
                 )
         if record is not None:
-            # The backend emitted no identifier map (ExecuTorch 1.5.1's XNNPACK), or a map that
+            # The backend emitted no identifier map (ExecuTorch 1.5.1's XNNPACK), a map that
             # lacks this identifier (an `unmapped_identifier` finding, stages.analyze.link.
-            # map_check): the event belongs to its delegate call, to none of its ops in particular.
+            # map_check), or recovery could not place this kernel (xnnpack_recovery): the event
+            # belongs to its delegate call, to none of its ops in particular.
             return Link((), True, record.backend_name, identifier, record.partition_id)
         return (
             None
@@ -141,7 +146,8 @@ def link_event(
         m = index.delegate_instructions[instruction_id]
         # Without an identifier map no inner event names ops: the call itself stands for its
         # partition's ops (as in ExecuTorch's Inspector); with one, the inner events do.
-        partition = () if m.debug_handle_map else m.delegated_handles
+        own_map = bool(m.debug_handle_map) and m.map_source != RECOVERED_MAP
+        partition = () if own_map else m.delegated_handles
         return Link(partition, delegate_backend_name=m.backend_name, partition_id=m.partition_id)
     if instruction_id < 0 or not index.linked:
         return Link()

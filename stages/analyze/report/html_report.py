@@ -81,6 +81,7 @@ def _facts(summary: dict[str, Any]) -> dict[str, Any]:
         "ETDump": summary.get("etdump"),
         "ETRecord": summary.get("etrecord"),
         "program identity": (summary.get("program_identity") or {}).get("status"),
+        **_recovery_fact(summary.get("xnnpack_recovery")),
     }
 
 
@@ -92,6 +93,18 @@ def _rule(summary: dict[str, Any]) -> str:
             f"there; fails {summary.get('margin_db')} dB over"
         )
     return f"{summary.get('gap_metric')} threshold {summary.get('threshold')}"
+
+
+def _recovery_fact(recovery: dict[str, Any] | None) -> dict[str, str]:
+    """How many XNNPACK kernels were linked by recovery (never the delegate's own map)."""
+    if not recovery:
+        return {}
+    reasons = "; ".join(f"{n}: {why}" for why, n in recovery.get("unlinked_reasons", {}).items())
+    text = (
+        f"{recovery.get('linked')} of {recovery.get('kernels')} linked to ops, recovered from the "
+        f"serialized XNNPACK graph ({recovery.get('graph_source')}), not the delegate's own map"
+    )
+    return {"XNNPACK kernel links": text + (f"; unlinked: {reasons}" if reasons else "")}
 
 
 def _head(summary: dict[str, Any]) -> list[str]:
@@ -142,6 +155,7 @@ EVENT_COLUMNS = [
     "debug_handles",
     "is_delegated_op",
     "delegate_backend_name",
+    "link_source",
 ]
 
 
@@ -172,7 +186,14 @@ def render_report(
     parts.append(
         _table(
             summary.get("slowest_ops", []),
-            ["event_name", "op_names", "p50", "delegate_backend_name", "delegate_debug_identifier"],
+            [
+                "event_name",
+                "op_names",
+                "p50",
+                "delegate_backend_name",
+                "delegate_debug_identifier",
+                "link_source",
+            ],
         )
     )
     parts.append("<h2>Largest gaps</h2>")

@@ -26,6 +26,7 @@ _SLOW_KEYS = (
     "delegate_backend_name",
     "delegate_debug_identifier",
     "debug_handles",
+    "link_source",
 )
 
 

@@ -56,6 +56,7 @@ def _static(
         "instruction_id": pe.instruction_id,
         "debug_handles": list(handles),
         "op_names": ops["op_names"],
+        "link_source": link.link_source if link and handles else "none",
         **({"delegate_debug_identifier": ident} if ident is not None else {}),
         **gaps.get(handles, {}),
     }
@@ -83,6 +84,7 @@ def _instruction(
     found = link_event(index, pe.name, pe.instruction_id, ident)
     ops = ops_of(index, found.debug_handles if found else ())
     label = "+".join(ops["op_names"]) if ops["op_names"] and ident is not None else pe.name
+    label = label or str(ident or "")  # ExecuTorch's XNNPACK names kernels by identifier only
     trace.statics.append(_static(label, pe, found, ops, ident, gaps))
     lane = OPERATOR_LANE
     if ident is not None:

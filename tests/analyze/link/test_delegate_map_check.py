@@ -33,7 +33,6 @@ def _run(run_tiny: RunTiny, backend: str, *more: str, model: str = "mlp") -> Pat
         model,
         "backend=xnnpack",
         f"backend._target_={BUGS}.{backend}",
-        f"backend.name={backend}",
         *more,
     )
 

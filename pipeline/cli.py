@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipeline.invocation import demote_working_directory
 
@@ -33,7 +34,13 @@ from pipeline.config.schema import register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
 from pipeline.log_files import log_traceback_to_files  # noqa: E402
-from pipeline.sweeps.job_failures import FailedJob, record_failed_job  # noqa: E402
+from pipeline.sweeps.job_failures import (  # noqa: E402
+    FailedJob,
+    FailedVerdict,
+    record_failed_job,
+    record_failed_verdict,
+)
+from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE, failed_verdict  # noqa: E402
 
 register_configs()
 register_run_suffix()
@@ -46,7 +53,7 @@ INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
 def run_job(cfg: DictConfig) -> None:
     """Run the pipeline for one composed config (one job of a sweep)."""
     try:
-        run_from_hydra(cfg)
+        result = run_from_hydra(cfg)
     except RunInterruptedError as exc:
         # One line, no traceback: the tracking run is already KILLED, the stages done are kept.
         print(f"error: {exc}", file=sys.stderr, flush=True)
@@ -67,6 +74,28 @@ def run_job(cfg: DictConfig) -> None:
             record_failed_job(Path(hydra_cfg.runtime.output_dir), job)
             return
         sys.exit(1)
+    _gate_on_verdict(cfg, result)
+
+
+def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
+    """A FAIL verdict exits 3 (a sweep job leaves a marker; the sweep exits 3 at its end)."""
+    failure = failed_verdict(cfg, result)
+    if failure is None:
+        return
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        verdict = FailedVerdict(
+            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), failure
+        )
+        record_failed_verdict(Path(hydra_cfg.runtime.output_dir), verdict)
+        return
+    print(
+        f"verdict: FAIL ({failure}); exit code {VERDICT_FAILED_EXIT_CODE} "
+        "(analyze.fail_exit_code=false exits 0)",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(VERDICT_FAILED_EXIT_CODE)
 
 
 def _end_open_sweeps(killed: bool) -> None:

@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.exact_compare import tie_tolerance
+from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
 from stages.analyze.compare.verdict import (
     Verdict,
@@ -21,6 +22,7 @@ from stages.analyze.compare.verdict import (
     row_diverged,
     threshold_for,
 )
+from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
@@ -42,6 +44,7 @@ from stages.analyze.link.methods import (
     method_parts,
     unanalysed_warning,
 )
+from stages.analyze.link.node_names import fault_node_names, names_of
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,
@@ -92,31 +95,51 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False))
 
 
+@dataclass(frozen=True)
+class _Gaps:
+    """Gap rows and cond records (or why there are none), the inputs note, and per handle the
+    node names `backend.fault.node` takes."""
+
+    rows: list[GapRow]
+    flows: list[CondRecord]
+    not_evaluated: NotEvaluated | None
+    inputs_note: str = ""
+    node_names: dict[int, list[str]] = field(default_factory=dict)
+
+
 def _numeric_gap(
     inputs: AnalysisInputs,
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
     map_check: MapCheck | None = None,
-) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None]:
-    """Gap rows and cond records, or none and why they cannot be computed."""
+    floor_units: float = 0.0,
+) -> _Gaps:
+    """Gap rows and cond records, or none and why they cannot be computed; and a note when every
+    input-dependent output differs (the run's inputs may not be the ETRecord's)."""
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
-        return [], [], blocker
+        return _Gaps([], [], blocker)
     outputs = runtime_outputs(
         inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path), map_check
     )
+    program = program or record.exported_program()
+    names = fault_node_names(program.graph_module)
     if not outputs:
-        return [], [], no_outputs(inputs)
-    _, rows, flows = numeric_gap_and_flow(
+        return _Gaps([], [], no_outputs(inputs), node_names=names)
+    groups, rows, flows = numeric_gap_and_flow(
         outputs,
-        program or record.exported_program(),
+        program,
         record.representative_inputs,
         comparators,
         tie_tolerance(index.precision),
+        index.precision,
+        floor_units,
     )
-    return rows, flows, None
+    differ, compared = every_output_differs(rows, groups, program)
+    note = inputs_note(differ, compared, str(inputs.etrecord_path))
+    return _Gaps(rows, flows, None, note, names)
 
 
 def _fault_warnings(
@@ -339,20 +362,54 @@ def _write_summary_and_report(
 
 
 def _compare(
-    linked: _Linked, comparators: list[Any], gap_comparator: Any, threshold: float
-) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
+    linked: _Linked,
+    comparators: list[Any],
+    gap_comparator: Any,
+    threshold: float,
+    budget: VerdictBudget,
+) -> tuple[_Gaps, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
-    gap_rows, flows, not_evaluated = _numeric_gap(
-        linked.inputs, linked.index, comparators, linked.program, linked.map_check
+    found = _numeric_gap(
+        linked.inputs,
+        linked.index,
+        comparators,
+        linked.program,
+        linked.map_check,
+        budget.floor_units,
     )
-    reason = not_evaluated.why if not_evaluated is not None else ""
-    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
+    gap_rows, flows, note = found.rows, found.flows, found.inputs_note
+    reason = found.not_evaluated.why if found.not_evaluated is not None else ""
+    margin = budget.margin
+    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows, margin)
+    if note and verdict.status == "fail":
+        verdict = replace(verdict, reason=f"{verdict.reason}; {note}" if verdict.reason else note)
     metric, better = verdict.metric, verdict.higher_is_better
     gaps = [
-        gap_record(r, linked.index, metric, threshold, row_diverged(r, metric, threshold, better))
+        gap_record(
+            r,
+            linked.index,
+            metric,
+            threshold,
+            row_diverged(r, metric, threshold, better, margin),
+            margin,
+            found.node_names,
+        )
         for r in gap_rows
     ]
-    return flows, not_evaluated, verdict, gaps
+    return found, verdict, gaps
+
+
+def _complete_summary(
+    summary: dict[str, Any], verdict: Verdict, found: _Gaps, linked: _Linked
+) -> None:
+    """The first divergence's fault-node names; identity, control flow and warnings (what was
+    not evaluated comes with the map check, `_add_map_check`)."""
+    if summary["first_divergence"] is not None and verdict.first_divergence is not None:
+        handles = verdict.first_divergence.handles
+        summary["first_divergence"]["fault_nodes"] = names_of(found.node_names, handles)
+    summary["program_identity"] = linked.identity.record()
+    summary["control_flow"] = [f.record() for f in found.flows]
+    summary["warnings"] = _fault_warnings(linked.inputs.etrecord, found.flows, linked.program)
 
 
 def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
@@ -403,6 +460,7 @@ def run_analyze(
     linked = _load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     inputs, index, record = linked.inputs, linked.index, linked.inputs.etrecord
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
+    budget = verdict_budget(cfg, index.precision)
 
     # Link: events and their stats.
     event_rows = _event_rows(linked, cfg.time_unit)
@@ -411,7 +469,7 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    flows, not_evaluated, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold)
+    found, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold, budget)
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
 
@@ -428,13 +486,12 @@ def run_analyze(
         cfg.time_unit,
         cfg.top_k,
     )
-    summary["program_identity"] = linked.identity.record()
+    _complete_summary(summary, verdict, found, linked)
     summary["link_sources"] = link_source_counts(events)
     if linked.recovery is not None:
         summary["xnnpack_recovery"] = linked.recovery.record()
-    _add_map_check(summary, linked, verdict, not_evaluated)
-    summary["control_flow"] = [f.record() for f in flows]
-    summary["warnings"] = linked.warnings + _fault_warnings(record, flows, linked.program)
+    _add_map_check(summary, linked, verdict, found.not_evaluated)
+    summary["warnings"] = linked.warnings + summary.get("warnings", [])
     summary["methods"] = [p.name for p in linked.methods if p.name]
     summary["method"] = next((p.name for p in linked.methods if p.analysed and index.linked), "")
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)

@@ -13,6 +13,7 @@ from torch import nn
 from torch.export import ExportedProgram
 from torch.utils import _pytree as pytree
 
+from stages.export.branch_sources import annotate_branch_sources
 from stages.export.debug_handle_pass import assign_debug_handles, missing_debug_handles
 from stages.export.input_mismatch import ModelInputsError, diagnose_inputs
 from stages.formats.graph_handles import iter_operator_nodes, restore_debug_handles
@@ -116,6 +117,7 @@ def export_model(
     if decompose:
         program = program.run_decompositions()
         restore_debug_handles(program)
+    annotate_branch_sources(program)  # cond branch ops: their function's line, not generated code
     missing = missing_debug_handles(program)
     if missing:
         # Internal invariant, not user input: every op must be numbered before lowering.

@@ -24,6 +24,14 @@ from stages.analyze.compare.exact_compare import (
     count_mismatches,
     index_output,
 )
+from stages.analyze.compare.expected_error import (
+    ACCUMULATED_DB,
+    PrecisionEmulation,
+    constant_placeholders,
+    error_budget,
+    max_abs_ranges,
+    variation_snr,
+)
 from stages.analyze.link.control_flow import (
     CondRecord,
     CondSite,
@@ -95,6 +103,8 @@ class GapRow:
     comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
     follows_flip: str = ""  # the cond whose branch flipped upstream of this output, if any
     unobserved_inputs: tuple[str, ...] = ()  # see GapGroup.unobserved_inputs
+    # Observed vs expected local error (stages/analyze/compare/expected_error.py), float rows.
+    budget: dict[str, float] = field(default_factory=dict)
 
 
 def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
@@ -285,8 +295,9 @@ def _substitutions(
         if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
             if tuple(ref.shape) == tuple(value.shape):
                 subst[anchor] = _like(value, ref)
-        elif isinstance(ref, tuple) and isinstance(value, list) and len(ref) == len(value):
-            subst[anchor] = tuple(
+        elif isinstance(ref, tuple | list) and isinstance(value, list) and len(ref) == len(value):
+            # split/chunk/unbind give lists, multi-output ops tuples: keep the reference's type
+            subst[anchor] = type(ref)(
                 _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
                 for v, r in zip(value, ref, strict=True)
             )
@@ -379,22 +390,30 @@ def _rerun(
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
     outputs: Sequence[torch.fx.Node] = (),
+    emulation: PrecisionEmulation | None = None,
 ) -> tuple[Any, Any]:
     """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
     the anchor's first argument (what an index op ranked). `fixed` values stand for member
-    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one)."""
+    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one).
+    With `emulation`, inputs, constants and op outputs are rounded to its precision."""
     members = set(group.nodes)
     local: dict[torch.fx.Node, Any] = {}
+    weights = emulation.weights(members) if emulation is not None else set()
+
+    def outside(n: torch.fx.Node) -> Any:
+        if n in subst:
+            return subst[n]
+        source = n.args[0] if _is_getitem(n) else None
+        if isinstance(source, torch.fx.Node) and source in subst and source not in members:
+            return subst[source][n.args[1]]
+        return env[n]
 
     def lookup(n: torch.fx.Node) -> Any:
         if n in local:
             return local[n]
         if n not in members:
-            if n in subst:
-                return subst[n]
-            source = n.args[0] if _is_getitem(n) else None
-            if isinstance(source, torch.fx.Node) and source in subst and source not in members:
-                return subst[source][n.args[1]]
+            value = outside(n)
+            return emulation.stored(n, value, weights) if emulation is not None else value
         return env[n]
 
     with torch.no_grad():
@@ -405,6 +424,8 @@ def _rerun(
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
+            if emulation is not None and not _is_getitem(node):
+                local[node] = emulation.rounded(node, local[node])
     if group.anchor is None:
         return None, None
     first = group.anchor.args[0] if group.anchor.args else None
@@ -486,6 +507,7 @@ class _Slot:
     loc: list[torch.Tensor] = field(default_factory=list)
     ranked: list[Any] = field(default_factory=list)  # what an index op ranked (reference)
     ranked_loc: list[Any] = field(default_factory=list)  # ... and in the local re-run
+    exp: list[torch.Tensor] = field(default_factory=list)  # local re-run at the emulated precision
     shape: tuple[Any, Any] | None = None
     dtype: str = ""
 
@@ -498,8 +520,10 @@ def _collect_group(
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
+    emulation: PrecisionEmulation | None = None,
 ) -> None:
-    """One sample's runtime output of a group, paired with its reference and local values."""
+    """One sample's runtime output of a group, paired with its reference and local values (and
+    the local values at the emulated precision, when `emulation` is active)."""
     anchor = group.anchor
     if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
         return
@@ -516,6 +540,7 @@ def _collect_group(
         local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
     except Exception as exc:  # a reference op refusing runtime inputs is a finding
         local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+    expected_pairs = _expected_pairs(group, env, subst, fixed, emulation, runtime, several)
     if not pairs:
         slots.setdefault((gi, 0), _Slot(status=status))
     for oi, rt, ref in pairs:
@@ -533,6 +558,28 @@ def _collect_group(
         if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
             slot.loc.append(local)
             slot.ranked_loc.append(ranked_loc)
+        emulated = expected_pairs.get(oi)
+        if isinstance(emulated, torch.Tensor) and tuple(emulated.shape) == tuple(rt.shape):
+            slot.exp.append(emulated)
+
+
+def _expected_pairs(
+    group: GapGroup,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+    fixed: dict[torch.fx.Node, Any] | None,
+    emulation: PrecisionEmulation | None,
+    runtime: Value,
+    outputs: Sequence[torch.fx.Node] = (),
+) -> dict[int, Any]:
+    """Per output index, the group's local re-run at the emulated precision (none at fp32)."""
+    if emulation is None or not emulation.active or not group.is_delegated:
+        return {}
+    try:
+        emulated, _ = _rerun(group, env, subst, fixed, outputs, emulation)
+    except Exception:  # the fp32 re-run reports the failure; the budget falls back to the floor
+        return {}
+    return {i: b for i, _, b in _pairs(runtime, emulated)[0]}
 
 
 def _build_rows(
@@ -541,6 +588,8 @@ def _build_rows(
     slots: dict[tuple[int, int], _Slot],
     comparators: Sequence[Comparator],
     tie_tolerance: float,
+    emulation: PrecisionEmulation | None = None,
+    floor_units: float = 0.0,
 ) -> list[GapRow]:
     rows: list[GapRow] = []
     for (gi, oi), slot in sorted(slots.items()):
@@ -565,8 +614,15 @@ def _build_rows(
             rule = _rule_for(group, oi, comparators, tie_tolerance)
             row.comparison = rule.kind(slot.rt[0])
             row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
+            if row.comparison == "float":
+                row.budget[ACCUMULATED_DB] = variation_snr(slot.rt, slot.ref)
             if len(slot.loc) == len(slot.rt):
                 row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
+                if row.comparison == "float" and emulation is not None:
+                    exp = slot.exp if len(slot.exp) == len(slot.rt) else None
+                    row.budget.update(
+                        error_budget(slot.rt, slot.loc, exp, emulation.precision, floor_units)
+                    )
         rows.append(row)
     return rows
 
@@ -674,12 +730,16 @@ def numeric_gap_and_flow(
     samples: Sequence[Sequence[torch.Tensor]],
     comparators: Sequence[Comparator],
     tie_tolerance: float = 0.0,
+    precision: str | None = None,
+    floor_units: float = 0.0,
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
     outputs with the tie rule at `tie_tolerance` (stages/analyze/compare/exact_compare.py). Ops inside a
-    torch.cond branch are compared against the same branch of the reference on its operands."""
+    torch.cond branch are compared against the same branch of the reference on its operands.
+    With `precision`, float rows get an error budget: observed local error against what that
+    precision alone costs there (stages/analyze/compare/expected_error.py)."""
     graph = program.graph_module.graph
     sites = cond_sites(program.graph_module)
     records = [_cond_record(s) for s in sites]
@@ -702,6 +762,7 @@ def numeric_gap_and_flow(
             anchor_cache[handles] = nodes[-1] if nodes else None
         return anchor_cache[handles]
 
+    emulation = _emulation(program, samples, precision)
     slots: dict[tuple[int, int], _Slot] = {}
     noted: set[int] = set()
     for sample, sample_outputs in sorted(by_sample.items()):
@@ -722,11 +783,26 @@ def numeric_gap_and_flow(
             if gi not in noted:  # once per group: the same ops are logged in every sample
                 noted.add(gi)
                 _note_unobserved(groups[gi], subst)
-            _collect_group(slots, gi, groups[gi], value, env, subst, fixed)
+            _collect_group(slots, gi, groups[gi], value, env, subst, fixed, emulation)
 
     for gi, group in enumerate(groups):
         if group.anchor is None:  # a handle with no node of the program (e.g. a nested cond)
             slots[(gi, 0)] = _Slot(status="no_reference")
-    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance)
+    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance, emulation, floor_units)
     _mark_flips(rows, groups, sites, records)
     return groups, rows, records
+
+
+def _emulation(
+    program: ExportedProgram,
+    samples: Sequence[Sequence[torch.Tensor]],
+    precision: str | None,
+) -> PrecisionEmulation | None:
+    """The precision emulation of the expected error; int8 scales from the reference values."""
+    if precision is None:
+        return None
+    emulation = PrecisionEmulation(precision, constant_placeholders(program))
+    if precision == "int8":
+        for sample in samples:  # as the lower stage calibrates: over every representative input
+            max_abs_ranges(reference_values(program, sample), emulation.ranges)
+    return emulation

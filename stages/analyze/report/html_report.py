@@ -79,12 +79,23 @@ def _facts(summary: dict[str, Any]) -> dict[str, Any]:
         "partitions": summary.get("partitions"),
         "delegated-op ratio": _fmt(summary.get("delegated_op_ratio")),
         "gap metric": f"{metric} (threshold {summary.get('threshold')})",
+        "verdict rule": _rule(summary),
         "worst gap": worst_gap_text(summary),
         "ETDump": summary.get("etdump"),
         "ETRecord": summary.get("etrecord"),
         "program identity": (summary.get("program_identity") or {}).get("status"),
         **_recovery_fact(summary.get("xnnpack_recovery")),
     }
+
+
+def _rule(summary: dict[str, Any]) -> str:
+    """How the verdict judged float outputs (analyze.verdict_rule)."""
+    if summary.get("verdict_rule") == "expected":
+        return (
+            f"each op's observed local error vs what {summary.get('precision')} alone should cost "
+            f"there; fails {summary.get('margin_db')} dB over"
+        )
+    return f"{summary.get('gap_metric')} threshold {summary.get('threshold')}"
 
 
 def _recovery_fact(recovery: dict[str, Any] | None) -> dict[str, str]:

@@ -4,8 +4,10 @@ longer shadow the tool, and torch's OpenMP runtime waits passively."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipeline.invocation import demote_working_directory
 
@@ -21,14 +23,28 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from pipeline.cache.run_dirs import register_run_suffix  # noqa: E402
+from pipeline.config.front_door import (  # noqa: E402
+    CommandLineError,
+    check_group_choices,
+    register_help_resolvers,
+    short_hydra_error,
+)
 from pipeline.config.location import CONFIG_NAME, config_dir  # noqa: E402
 from pipeline.config.schema import register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
-from pipeline.sweeps.job_failures import FailedJob, record_failed_job  # noqa: E402
+from pipeline.log_files import log_traceback_to_files  # noqa: E402
+from pipeline.sweeps.job_failures import (  # noqa: E402
+    FailedJob,
+    FailedVerdict,
+    record_failed_job,
+    record_failed_verdict,
+)
+from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE, failed_verdict  # noqa: E402
 
 register_configs()
 register_run_suffix()
+register_help_resolvers()
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
@@ -37,21 +53,49 @@ INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
 def run_job(cfg: DictConfig) -> None:
     """Run the pipeline for one composed config (one job of a sweep)."""
     try:
-        run_from_hydra(cfg)
+        result = run_from_hydra(cfg)
     except RunInterruptedError as exc:
         # One line, no traceback: the tracking run is already KILLED, the stages done are kept.
         print(f"error: {exc}", file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED_EXIT_CODE)
-    except PipelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if isinstance(exc, PipelineError):
+            message = str(exc)
+        else:  # a bug, not a user's mistake: the traceback goes to the log file
+            log_file = log_traceback_to_files()
+            where = f"; full traceback in {log_file}" if log_file else ""
+            message = f"{type(exc).__name__}: {exc}{where}"
+        print(f"error: {message}", file=sys.stderr)
         hydra_cfg = HydraConfig.get()
         if hydra_cfg.mode == RunMode.MULTIRUN:
             # One failed job must not abort the sweep: its marker (and child run, if tracked)
             # lets the sweep callback report it and exit non-zero when all jobs are done.
-            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), str(exc))
+            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), message)
             record_failed_job(Path(hydra_cfg.runtime.output_dir), job)
             return
         sys.exit(1)
+    _gate_on_verdict(cfg, result)
+
+
+def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
+    """A FAIL verdict exits 3 (a sweep job leaves a marker; the sweep exits 3 at its end)."""
+    failure = failed_verdict(cfg, result)
+    if failure is None:
+        return
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        verdict = FailedVerdict(
+            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), failure
+        )
+        record_failed_verdict(Path(hydra_cfg.runtime.output_dir), verdict)
+        return
+    print(
+        f"verdict: FAIL ({failure}); exit code {VERDICT_FAILED_EXIT_CODE} "
+        "(analyze.fail_exit_code=false exits 0)",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(VERDICT_FAILED_EXIT_CODE)
 
 
 def _end_open_sweeps(killed: bool) -> None:
@@ -62,10 +106,30 @@ def _end_open_sweeps(killed: bool) -> None:
         end_open_sweeps(killed)
 
 
+def _hydra_errors() -> tuple[type[BaseException], ...]:
+    """Hydra's and OmegaConf's errors about the command line or the config (not a job's)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    return (HydraException, OmegaConfBaseException)
+
+
 def main() -> None:
     """Entry point of the `delegate-debugger` command and of `python -m pipeline`."""
+    # Hydra's errors reach us instead of being printed with its internals (see front_door).
+    short_errors = "HYDRA_FULL_ERROR" not in os.environ
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
+        check_group_choices(sys.argv[1:])
         run_job()
+    except CommandLineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except _hydra_errors() as exc:
+        if not short_errors:
+            raise
+        print(f"error: {short_hydra_error(exc)}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:  # outside a run: starting up, or a sweep's launcher waiting
         _end_open_sweeps(killed=True)
         print(

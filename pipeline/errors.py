@@ -1,5 +1,7 @@
 """Named errors of the pipeline runner, each with a message that says what to do next."""
 
+from pathlib import Path
+
 
 class PipelineError(Exception):
     """Base class for errors the runner reports to a person."""
@@ -12,13 +14,23 @@ class StageSelectionError(PipelineError):
 class StageFailedError(PipelineError):
     """A stage raised; the message names the stage and the command that resumes."""
 
-    def __init__(self, stage: str, cause: BaseException, resume_command: str) -> None:
+    def __init__(
+        self,
+        stage: str,
+        cause: BaseException,
+        resume_command: str,
+        log_file: Path | None = None,
+    ) -> None:
         self.stage = stage
         self.cause = cause
         self.resume_command = resume_command
+        traceback_note = f" (full traceback in {log_file})" if log_file is not None else ""
+        if getattr(cause, "fix_the_command", False):  # repeating the command repeats the mistake
+            advice = "Fix the option named above and run the command again."
+        else:
+            advice = f"Fix the cause, then resume (finished stages are reused):\n  {resume_command}"
         super().__init__(
-            f"stage '{stage}' failed: {type(cause).__name__}: {cause}\n"
-            f"Fix the cause, then resume (finished stages are reused):\n  {resume_command}"
+            f"stage '{stage}' failed: {type(cause).__name__}: {cause}{traceback_note}\n{advice}"
         )
 
 

@@ -10,7 +10,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -24,15 +23,18 @@ from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
 from pipeline.config.backend_option import settle_backend_option
 from pipeline.config.checks import check_config
+from pipeline.config.input_files import check_given_files
 from pipeline.config.model_option import settle_model_option
 from pipeline.config.schema import STAGE_ORDER, stage_names
 from pipeline.cpu_threads import apply_threads, choose_threads
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
 from pipeline.invocation import command_prefix
+from pipeline.log_files import log_traceback_to_files
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
 from pipeline.tracking.deferred import DeferredTracker
+from pipeline.tracking.dependency_logs import keep_dependency_noise_in_log_files
 from pipeline.tracking.factory import PARENT_RUN_ENV, make_tracker, resolve_tracking_uri
 from pipeline.tracking.mlflow_tracker import Tracker, git_commit
 from pipeline.tracking.unchanged_runs import (
@@ -114,11 +116,12 @@ def _run_stage(
                 name, StageStatus.reused, seconds, artifacts, reason, digest, reused_threads
             )
         previous = cache.previous_fingerprint(name, run_dir)
-        reason = (
-            explain_change(previous, fingerprint)
-            if previous is not None
-            else "no finished run with this fingerprint"
-        )
+        if not cache.enabled:
+            reason = "cache=false, nothing is reused"
+        elif previous is not None:
+            reason = explain_change(previous, fingerprint)
+        else:
+            reason = "no finished run with this fingerprint"
         log.debug("[%s] running (%s)", name, reason)
         before_running()
         apply_threads(threads)
@@ -207,9 +210,9 @@ def _run_stages(
             tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
             raise
         except Exception as exc:
-            log.error("stage %s failed:\n%s", name, traceback.format_exc())
+            log_file = log_traceback_to_files(f"stage {name} failed")  # not the terminal
             tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
-            raise StageFailedError(name, exc, resume) from exc
+            raise StageFailedError(name, exc, resume, log_file) from exc
         except KeyboardInterrupt:
             tracker.set_tags({f"stage.{name}": StageStatus.interrupted.value})
             raise
@@ -218,7 +221,7 @@ def _run_stages(
         if outcome.torch_threads is not None:
             tracker.log_params({f"torch_threads.{name}": str(outcome.torch_threads)})
         metrics = {f"{name}.{k}": v for k, v in stage_metrics(outcome.artifacts).items()}
-        metrics[f"time.{name}_s"] = outcome.seconds
+        metrics[f"time.{name}_s"] = round(outcome.seconds, 3)  # the whole stage, wall clock
         tracker.log_metrics(metrics)
         if metrics.get("lower.fault_injected"):  # recorded only when a fault was applied
             tracker.set_tags({"fault_injected": _fault_description(cfg) or "yes"})
@@ -322,13 +325,16 @@ def run_pipeline(
     """Run `cfg.stages` in order into `cfg.run_dir`; usable with or without Hydra.
 
     `base_dir` (default: the working directory) is where relative model file paths start."""
+    keep_dependency_noise_in_log_files()  # Hydra's handlers exist; checks may import ExecuTorch
     names = select_stages(stage_names(list(cfg.stages)))
     settle_backend_option(cfg, base_dir or Path.cwd())
     check_config(cfg, names)
+    check_given_files(cfg, names)
     if "export" in names:
         settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
+    _check_inputs(names[0], cfg, run_dir)  # before a tracking run exists: a typo leaves none
     own_tracker = tracker is None
     # First: a tracking process starts importing MLflow while the stages run.
     deferred = DeferredTracker(tracker or make_tracker(cfg.tracking, run_dir))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,18 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
-from pipeline.sweeps.job_failures import failed_jobs
+from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts
 from pipeline.tracking.client import log_metric_values, tracking_client
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
 from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
+from pipeline.tracking.offline_sync import sync_sweep_jobs
 from pipeline.tracking.store import artifact_root_for
 from pipeline.tracking.tables import log_csv_table
+from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE
 
 log = logging.getLogger("pipeline")
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 
 # Launcher workers (joblib, submitit) unpickle this callback before they resolve the sweep dir.
 register_run_suffix()
@@ -51,6 +55,10 @@ class SweepFailedError(SystemExit):
     """Some jobs of the sweep failed (the others finished and are recorded)."""
 
 
+class SweepVerdictFailedError(SystemExit):
+    """Every job finished, and some verdicts failed (exit code 3, apart from failed jobs)."""
+
+
 class SweepTracking(Callback):
     """Parent run around a multirun; comparison artifact and failure count when it ends."""
 
@@ -58,6 +66,8 @@ class SweepTracking(Callback):
         self.client: Any = None
         self.parent_id: str | None = None
         self.experiment_id: str | None = None
+        self.uri: str | None = None
+        self._set_uri_env = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         tracking = config.tracking
@@ -68,6 +78,7 @@ class SweepTracking(Callback):
             log.warning("sweep: tracking server %s unreachable; each job logs locally", uri)
             return
         root = artifact_root_for(uri)
+        self.uri = uri
         self.experiment_id = ensure_experiment(uri, str(tracking.experiment), root)
         self.client = tracking_client(uri)
         overrides = list(OmegaConf.select(config, "hydra.overrides.task") or [])
@@ -87,24 +98,38 @@ class SweepTracking(Callback):
         os.environ[PARENT_RUN_ENV] = self.parent_id
         log.info("sweep: parent MLflow run %s at %s", self.parent_id, uri)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """In the job's own process: the parent run (and the sweep's store when no tracking.uri
+        is set) come from this callback, not the environment, which a job started by a Ray or
+        SLURM cluster (`--export=NONE`) does not inherit from the sweep command."""
+        if self.parent_id is None or self.uri is None:
+            return
+        os.environ[PARENT_RUN_ENV] = self.parent_id
+        if not config.tracking.uri and os.environ.get(TRACKING_URI_ENV) != self.uri:
+            os.environ[TRACKING_URI_ENV] = self.uri
+            self._set_uri_env = True  # the basic launcher runs jobs in this very process
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ.pop(PARENT_RUN_ENV, None)
+        if self._set_uri_env:
+            os.environ.pop(TRACKING_URI_ENV, None)
         if self in _OPEN:
             _OPEN.remove(self)
         sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
         # Markers count failures under every tracking setting; failed child runs add jobs that
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
+        verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in failed_verdicts(sweep_dir)]
         if self.client is not None and self.parent_id is not None:
-            failed_runs = self._finish_parent(self.parent_id, sweep_dir, failed=bool(failed))
+            self._upload_offline_jobs(sweep_dir)
+            failed_runs = self._finish_parent(self.parent_id, sweep_dir, bool(failed), verdicts)
             failed = failed or failed_runs
         else:
-            self._compare_job_dirs(sweep_dir, len(failed))
-        if failed:
-            raise SweepFailedError(f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}")
+            self._compare_job_dirs(sweep_dir, len(failed), len(verdicts))
+        _exit_on_failures(failed, verdicts)
 
     @staticmethod
-    def _compare_job_dirs(sweep_dir: Path, failed: int) -> None:
+    def _compare_job_dirs(sweep_dir: Path, failed: int, verdicts: int) -> None:
         """Tracking off: the comparison is read from the job dirs and written beside them."""
         from pipeline.sweeps.comparison import compare_sources  # torch: only when a sweep ends
         from pipeline.sweeps.run_sources import sweep_dir_sources
@@ -112,10 +137,27 @@ class SweepTracking(Callback):
         sources = sweep_dir_sources(sweep_dir)
         out_dir = sweep_dir / "comparison"
         comparison = compare_sources(sources, out_dir)
-        print(f"\n== sweep: {len(sources)} jobs, {failed} failed (not tracked) ==")
+        print(
+            f"\n== sweep: {len(sources)} jobs, {failed} failed, {verdicts} failed verdict(s) "
+            "(not tracked) =="
+        )
         print(f"{comparison.text}\ncomparison: {out_dir}", flush=True)
 
-    def _finish_parent(self, parent_id: str, sweep_dir: Path, failed: bool) -> list[str]:
+    def _upload_offline_jobs(self, sweep_dir: Path) -> None:
+        """Jobs that found the server down logged to their run dir: upload them under the parent."""
+        if self.uri is None or not server_reachable(self.uri):
+            return
+        synced = sync_sweep_jobs(sweep_dir, self.uri)
+        if synced:
+            log.warning(
+                "sweep: %d job run(s) logged offline while %s was unreachable; uploaded now",
+                len(synced),
+                self.uri,
+            )
+
+    def _finish_parent(
+        self, parent_id: str, sweep_dir: Path, failed: bool, verdicts: list[str]
+    ) -> list[str]:
         """Comparison artifacts, job counts and the final status of the parent run; returns the
         model/backend of each failed child run."""
         children = self.client.search_runs(
@@ -137,10 +179,34 @@ class SweepTracking(Callback):
         log_metric_values(
             self.client,
             parent_id,
-            {"sweep.jobs": len(children), "sweep.failed_jobs": len(failed_runs)},
+            {
+                "sweep.jobs": len(children),
+                "sweep.failed_jobs": len(failed_runs),
+                "sweep.failed_verdicts": len(verdicts),
+            },
         )
         status = "FAILED" if failed or failed_runs else "FINISHED"
         self.client.set_terminated(parent_id, status=status)
-        print(f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed ==\n{comparison.text}")
+        print(
+            f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed, "
+            f"{len(verdicts)} failed verdict(s) ==\n{comparison.text}"
+        )
         print(f"comparison: {out_dir}\nparent MLflow run: {parent_id}", flush=True)
         return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
+
+
+def _exit_on_failures(failed: list[str], verdicts: list[str]) -> None:
+    """Exit 1 when a job failed (naming failed verdicts too), else 3 when a verdict failed."""
+    note = f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
+    if failed:
+        raise SweepFailedError(
+            f"error: {len(failed)} sweep job(s) failed: {', '.join(failed)}{note}"
+        )
+    if verdicts:
+        print(
+            f"verdict: {len(verdicts)} sweep job(s) FAIL their verdict: {', '.join(verdicts)}; "
+            f"exit code {VERDICT_FAILED_EXIT_CODE} (analyze.fail_exit_code=false exits 0)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SweepVerdictFailedError(VERDICT_FAILED_EXIT_CODE)

@@ -63,6 +63,7 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "max_gap",
     "gap_metric",
     "first_divergence",
+    "run_id",  # two runs of one config print alike but for this
 )
 
 
@@ -156,7 +157,7 @@ def _plot(path: Path, rows: list[RunRow]) -> Path | None:
         path,
         [Point(latency_ms, gap, f"{r.model}/{r.label}") for r, latency_ms, gap in points],
         "Latency against numeric gap per (model, backend, precision)",
-        ("latency p50 (ms)", f"max gap: worst accumulated {metrics} (snr in dB; exact = 300)"),
+        ("latency p50 (ms)", f"worst accumulated gap, {metrics} (snr: lowest, dB; exact = 300)"),
     )
     return path
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.cache.stage_cache import RECORD_NAME, RUN_RECORD_DIR, remove_tree
 from pipeline.tracking.store import resolve_tracking_uri, sqlite_database
@@ -104,10 +105,24 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _delete_tracking_runs(uri: str, run_dirs: list[Path]) -> int:
-    """The MLflow runs of removed run dirs; none when the sqlite store does not exist (yet)."""
+def _store_exists(uri: str) -> bool:
+    """False for a sqlite store that does not exist (yet): nothing to list or delete there."""
     database = sqlite_database(uri)
-    if not run_dirs or (database is not None and not database.is_file()):
+    return database is None or database.is_file()
+
+
+def _tracking_runs(uri: str, run_dirs: list[Path]) -> list[Any]:
+    """The MLflow runs of these run dirs (for --dry-run)."""
+    if not run_dirs or not _store_exists(uri):
+        return []
+    from pipeline.tracking.client import runs_logged_from  # imports MLflow
+
+    return runs_logged_from(uri, run_dirs)
+
+
+def _delete_tracking_runs(uri: str, run_dirs: list[Path]) -> int:
+    """Delete the MLflow runs of removed run dirs."""
+    if not run_dirs or not _store_exists(uri):
         return 0
     from pipeline.tracking.client import delete_runs_logged_from  # imports MLflow
 
@@ -127,7 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for path in doomed:
             print(f"would remove {path}")
-        print(f"keeping {len(plan.kept_runs)} run dirs; would remove {len(doomed)} paths")
+        runs = _tracking_runs(uri, plan.removed_runs)
+        for run in runs:
+            print(f"would delete MLflow run {run.info.run_id} ({run.info.run_name}) in {uri}")
+        print(
+            f"keeping {len(plan.kept_runs)} run dirs; would remove {len(doomed)} paths "
+            f"and {len(runs)} MLflow runs"
+        )
         return 0
     deleted = _delete_tracking_runs(uri, plan.removed_runs)
     freed = 0

@@ -14,8 +14,10 @@ import argparse
 import json
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,8 +162,18 @@ def _roots(run: str, uri: str | None, scratch: Path) -> list[Path]:
     raise ExploreError(f"{run!r} is neither a run directory nor an MLflow run id (32 hex digits)")
 
 
+TERMINATED_EXIT_CODE = 143  # 128 + SIGTERM
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM ends the server like Ctrl+C does, through `finally` (the scratch copy goes)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(TERMINATED_EXIT_CODE))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    _exit_on_sigterm()
     scratch = Path(tempfile.mkdtemp(prefix="explore-"))
     try:
         roots = _roots(args.run, args.uri, scratch)

@@ -2,7 +2,8 @@
 
 Uploads runs logged to a local fallback store (tracking server unreachable at the time) to the
 server: params, tags, full metric histories, artifacts and status. A run synced once is tagged
-`synced_to` in the source and skipped next time, so the command can be repeated safely.
+`synced_to` in the source and skipped next time, so the command can be repeated safely. A run
+logged as a sweep job keeps its link to the sweep's parent run when the server has that parent.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import argparse
 import sys
 
 from pipeline.tracking.mlflow_tracker import server_reachable
+from pipeline.tracking.offline_sync import sync_runs
 from pipeline.tracking.store import sqlite_database
-from pipeline.tracking.sync import sync_runs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,20 +52,27 @@ def download_run_dirs(uri: str, run_id: str, names: Iterable[str], target: Path)
     return target
 
 
-def delete_runs_logged_from(uri: str, run_dirs: Iterable[Path]) -> int:
-    """Delete the MLflow runs tagged with one of these run dirs, and their local artifact dirs."""
+def runs_logged_from(uri: str, run_dirs: Iterable[Path]) -> list[Any]:
+    """The MLflow runs tagged with one of these run dirs (`run_dir` tag)."""
     wanted = {str(p) for p in run_dirs}
     if not wanted:
-        return 0
+        return []
     client = tracking_client(uri)
-    deleted = 0
-    for experiment in client.search_experiments():
-        for run in client.search_runs([experiment.experiment_id], max_results=50_000):
-            if run.data.tags.get("run_dir") not in wanted:
-                continue
-            artifacts = local_artifact_dir(run.info.artifact_uri)
-            if artifacts is not None and artifacts.is_dir():
-                shutil.rmtree(artifacts.parent if artifacts.name == "artifacts" else artifacts)
-            client.delete_run(run.info.run_id)
-            deleted += 1
-    return deleted
+    return [
+        run
+        for experiment in client.search_experiments()
+        for run in client.search_runs([experiment.experiment_id], max_results=50_000)
+        if run.data.tags.get("run_dir") in wanted
+    ]
+
+
+def delete_runs_logged_from(uri: str, run_dirs: Iterable[Path]) -> int:
+    """Delete the MLflow runs tagged with one of these run dirs, and their local artifact dirs."""
+    runs = runs_logged_from(uri, run_dirs)
+    client = tracking_client(uri)
+    for run in runs:
+        artifacts = local_artifact_dir(run.info.artifact_uri)
+        if artifacts is not None and artifacts.is_dir():
+            shutil.rmtree(artifacts.parent if artifacts.name == "artifacts" else artifacts)
+        client.delete_run(run.info.run_id)
+    return len(runs)

@@ -11,12 +11,12 @@ from omegaconf import DictConfig
 
 from pipeline.tracking import store
 from pipeline.tracking.mlflow_tracker import MlflowTracker, NullTracker, Tracker, server_reachable
+from pipeline.tracking.offline_sync import OFFLINE_STORE_DIR
 from pipeline.tracking.process import TrackerProcess
 
 log = logging.getLogger("pipeline")
 
 PARENT_RUN_ENV = "PIPELINE_PARENT_RUN_ID"
-OFFLINE_STORE_DIR = "offline_mlflow"
 
 
 def resolve_tracking_uri(tracking: DictConfig) -> str:
@@ -53,7 +53,8 @@ def make_tracker(tracking: DictConfig, run_dir: Path) -> Tracker:
             local_uri,
             uri,
         )
-        return _mlflow_tracker(tracking, local_uri, None, local_root)
+        # A sweep job keeps its parent's id: syncing links it to the parent on the server.
+        return _mlflow_tracker(tracking, local_uri, parent, local_root)
     return _mlflow_tracker(tracking, uri, parent, artifact_root)
 
 

@@ -24,7 +24,8 @@ from pipeline.cache.hard_links import link_or_copy
 from pipeline.tracking.dependency_logs import quiet_dependency_logs
 from pipeline.tracking.liveness import mark_dead_runs_killed, process_tags
 from pipeline.tracking.store import sqlite_database
-from pipeline.tracking.tables import log_csv_table
+from pipeline.tracking.tables import log_csv_table, shown_float
+from pipeline.tracking.ui_links import LOCAL_UI, runs_page_url
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ class MlflowTracker:
         if not metrics or self.run_id is None:
             return
         now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step) for k, v in metrics.items()]
+        items = [Metric(k, shown_float(float(v)), now, step) for k, v in metrics.items()]
         for start in range(0, len(items), MAX_METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=items[start : start + MAX_METRICS_PER_BATCH])
 
@@ -256,10 +257,12 @@ class MlflowTracker:
     def run_url(self) -> str | None:
         if self.run_id is None or not self.uri.startswith(("http://", "https://")):
             return None
-        base = self.uri.rstrip("/")
-        return f"{base}/#/experiments/{self.experiment_id}/runs/{self.run_id}"
+        return runs_page_url(self.uri, self.experiment_id, self.run_id)
 
     def describe(self) -> str:
         url = self.run_url()
-        where = url or f"{self.uri} (view with: mlflow ui --backend-store-uri {self.uri})"
+        where = url or (
+            f"{self.uri} (view with: mlflow ui --backend-store-uri {self.uri}, then open "
+            f"{runs_page_url(LOCAL_UI, self.experiment_id, self.run_id)})"
+        )
         return f"MLflow run {self.run_id} in experiment '{self.experiment}': {where}"

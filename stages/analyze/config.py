@@ -33,6 +33,15 @@ class ComparatorName(StrEnum):
     max_abs = "max_abs"
 
 
+class VerdictRule(StrEnum):
+    """How a float output's local gap is judged (`analyze.verdict_rule`)."""
+
+    # Observed local error against what the run's precision alone costs at that op, plus a margin.
+    expected = "expected"
+    # One constant per precision on `gap_metric` (`analyze.thresholds`), the earlier rule.
+    threshold = "threshold"
+
+
 @dataclass
 class AnalyzeConfig:
     """Where the data comes from (defaults: this run's files), comparators and thresholds."""
@@ -61,3 +70,19 @@ class AnalyzeConfig:
         default_factory=lambda: {Precision.fp32: 60.0, Precision.fp16: 30.0, Precision.int8: 26.0}
     )
     top_k: int = 10
+    # The program method to link, compare and judge (an ExecuTorch program with several methods,
+    # e.g. decode); None: forward, else the ETRecord's only method.
+    method: str | None = None
+    verdict_rule: VerdictRule = VerdictRule.expected
+    # dB by which an op's observed local error may exceed its expected error before it fails
+    # (verdict_rule=expected; measured in benchmarks/RESULTS.md, bench_verdicts).
+    margins: dict[Precision, float] = field(
+        default_factory=lambda: {Precision.fp32: 6.0, Precision.fp16: 10.0, Precision.int8: 6.0}
+    )
+    # Error never blamed: this many steps of the precision's resolution (an ulp at 1.0; an int8
+    # step) times the output's max |value| (keeps near-cancelling, tiny outputs from failing).
+    floor_units: dict[Precision, float] = field(
+        default_factory=lambda: {Precision.fp32: 256.0, Precision.fp16: 0.25, Precision.int8: 0.25}
+    )
+    # A FAIL verdict ends the command with exit code 3 (pipeline.exit_codes); false: exit 0.
+    fail_exit_code: bool = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.exact_compare import tie_tolerance
+from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
 from stages.analyze.compare.verdict import (
     Verdict,
@@ -21,9 +22,11 @@ from stages.analyze.compare.verdict import (
     row_diverged,
     threshold_for,
 )
+from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
+from stages.analyze.link.input_warnings import input_warnings
 from stages.analyze.link.linking import ProgramIndex, check_same_program
 from stages.analyze.link.map_check import (
     MapCheck,
@@ -34,6 +37,14 @@ from stages.analyze.link.map_check import (
     whole_partition_divergence,
 )
 from stages.analyze.link.metadata_parsers import resolve_parser
+from stages.analyze.link.methods import (
+    MethodPart,
+    absent_method_warning,
+    analysed_method_absent,
+    method_parts,
+    unanalysed_warning,
+)
+from stages.analyze.link.node_names import fault_node_names, names_of
 from stages.analyze.link.program_identity import (
     UNPROVEN,
     AnalysedFiles,
@@ -52,7 +63,7 @@ from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outp
 from stages.analyze.load.unused_inputs import report as report_unused
 from stages.analyze.report.graph_outputs import write_graph_outputs
 from stages.analyze.report.html_report import render_report, write_report
-from stages.analyze.report.plots import plot_gap, plot_top_ops
+from stages.analyze.report.plots import has_inexact, plot_gap, plot_top_ops
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
 from stages.analyze.report.trace_export import build_trace, write_trace
 from stages.formats.artifacts import ArtifactName
@@ -84,31 +95,51 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False))
 
 
+@dataclass(frozen=True)
+class _Gaps:
+    """Gap rows and cond records (or why there are none), the inputs note, and per handle the
+    node names `backend.fault.node` takes."""
+
+    rows: list[GapRow]
+    flows: list[CondRecord]
+    not_evaluated: NotEvaluated | None
+    inputs_note: str = ""
+    node_names: dict[int, list[str]] = field(default_factory=dict)
+
+
 def _numeric_gap(
     inputs: AnalysisInputs,
     index: ProgramIndex,
     comparators: list[Any],
     program: ExportedProgram | None,
     map_check: MapCheck | None = None,
-) -> tuple[list[GapRow], list[CondRecord], NotEvaluated | None]:
-    """Gap rows and cond records, or none and why they cannot be computed."""
+    floor_units: float = 0.0,
+) -> _Gaps:
+    """Gap rows and cond records, or none and why they cannot be computed; and a note when every
+    input-dependent output differs (the run's inputs may not be the ETRecord's)."""
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
-        return [], [], blocker
+        return _Gaps([], [], blocker)
     outputs = runtime_outputs(
         inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path), map_check
     )
+    program = program or record.exported_program()
+    names = fault_node_names(program.graph_module)
     if not outputs:
-        return [], [], no_outputs(inputs)
-    _, rows, flows = numeric_gap_and_flow(
+        return _Gaps([], [], no_outputs(inputs), node_names=names)
+    groups, rows, flows = numeric_gap_and_flow(
         outputs,
-        program or record.exported_program(),
+        program,
         record.representative_inputs,
         comparators,
         tie_tolerance(index.precision),
+        index.precision,
+        floor_units,
     )
-    return rows, flows, None
+    differ, compared = every_output_differs(rows, groups, program)
+    note = inputs_note(differ, compared, str(inputs.etrecord_path))
+    return _Gaps(rows, flows, None, note, names)
 
 
 def _fault_warnings(
@@ -145,7 +176,8 @@ def _plots(
         plots.append(run_dir / TOP_OPS_SVG)
     metric = summary["gap_metric"]
     compared = [g for g in gaps if g["status"] == "ok" and metric in g]
-    if compared:
+    values = [float(g[metric]) for g in compared]
+    if compared and has_inexact(values, bool(summary["higher_is_better"])):
         first = summary["first_divergence"]
         first_x = (
             next((i for i, g in enumerate(compared) if g["group"] == first["group"]), None)
@@ -209,6 +241,8 @@ class _Linked:
     parser: Any
     map_check: MapCheck = field(default_factory=MapCheck)
     recovery: RecoveryReport | None = None
+    methods: list[MethodPart] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _recover(
@@ -233,14 +267,26 @@ def _load_and_link(
 ) -> _Linked:
     """Load the files, refuse a foreign pairing, and prove (or check) program identity."""
     program_path = Path(cfg.exported_program).expanduser() if cfg.exported_program else None
-    inputs = load_inputs(etdump, debug_buffer, etrecord, program_path)
+    inputs = load_inputs(etdump, debug_buffer, etrecord, cfg.method, program_path)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
+    info = record.lowering_info if record is not None else {}
+    method = str(info.get("method", "")) if record is not None else ""
+    methods = [str(m) for m in info.get("methods", [])]
+    parts = method_parts(inputs.etdump, index, method, methods)
+    warnings = unanalysed_warning(parts, method, methods)
+    warnings += input_warnings(inputs.etdump, index, str(etdump), str(etrecord), record is not None)
+    if index.linked and analysed_method_absent(parts, index, methods):
+        warnings.append(absent_method_warning(str(etrecord), method, methods, len(parts)))
+        parts = [MethodPart(f"method {i + 1}", p.dump, True) for i, p in enumerate(parts)]
+        index = ProgramIndex.empty()
+    if index.linked:  # link, prove and compare the ETRecord's method only
+        inputs = replace(inputs, etdump=next(p.dump for p in parts if p.analysed))
     check_same_program(inputs.etdump, index, str(etdump), str(etrecord))
     delegates_own = index
     index, recovery = _recover(index, inputs, etrecord, pte)
     files = AnalysedFiles(str(etdump), str(etrecord), str(debug_buffer))
-    identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files)
+    identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files, record is not None)
     program = None
     if identity.status == UNPROVEN and record is not None:  # check what can be checked
         program = record.exported_program()
@@ -253,7 +299,7 @@ def _load_and_link(
     # The map check judges the delegates' own maps, never the analysis's recovered ones.
     map_check = check_runtime_maps(inputs.etdump, delegates_own, record)
     log_findings(map_check)
-    return _Linked(inputs, index, identity, program, parser, map_check, recovery)
+    return _Linked(inputs, index, identity, program, parser, map_check, recovery, parts, warnings)
 
 
 def _trace_gaps(gaps: list[dict[str, Any]], metric: str) -> dict[tuple[Any, ...], Any]:
@@ -317,20 +363,70 @@ def _write_summary_and_report(
 
 
 def _compare(
-    linked: _Linked, comparators: list[Any], gap_comparator: Any, threshold: float
-) -> tuple[list[CondRecord], NotEvaluated | None, Verdict, list[dict[str, Any]]]:
+    linked: _Linked,
+    comparators: list[Any],
+    gap_comparator: Any,
+    threshold: float,
+    budget: VerdictBudget,
+) -> tuple[_Gaps, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
-    gap_rows, flows, not_evaluated = _numeric_gap(
-        linked.inputs, linked.index, comparators, linked.program, linked.map_check
+    found = _numeric_gap(
+        linked.inputs,
+        linked.index,
+        comparators,
+        linked.program,
+        linked.map_check,
+        budget.floor_units,
     )
-    reason = not_evaluated.why if not_evaluated is not None else ""
-    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows)
+    gap_rows, flows, note = found.rows, found.flows, found.inputs_note
+    reason = found.not_evaluated.why if found.not_evaluated is not None else ""
+    margin = budget.margin
+    verdict = decide(gap_rows, gap_comparator, threshold, bool(gap_rows), reason, flows, margin)
+    if note and verdict.status == "fail":
+        verdict = replace(verdict, reason=f"{verdict.reason}; {note}" if verdict.reason else note)
     metric, better = verdict.metric, verdict.higher_is_better
     gaps = [
-        gap_record(r, linked.index, metric, threshold, row_diverged(r, metric, threshold, better))
+        gap_record(
+            r,
+            linked.index,
+            metric,
+            threshold,
+            row_diverged(r, metric, threshold, better, margin),
+            margin,
+            found.node_names,
+        )
         for r in gap_rows
     ]
-    return flows, not_evaluated, verdict, gaps
+    return found, verdict, gaps
+
+
+def _complete_summary(
+    summary: dict[str, Any], verdict: Verdict, found: _Gaps, linked: _Linked
+) -> None:
+    """The first divergence's fault-node names; identity, control flow and warnings (what was
+    not evaluated comes with the map check, `_add_map_check`)."""
+    if summary["first_divergence"] is not None and verdict.first_divergence is not None:
+        handles = verdict.first_divergence.handles
+        summary["first_divergence"]["fault_nodes"] = names_of(found.node_names, handles)
+    summary["program_identity"] = linked.identity.record()
+    summary["control_flow"] = [f.record() for f in found.flows]
+    summary["warnings"] = _fault_warnings(linked.inputs.etrecord, found.flows, linked.program)
+
+
+def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
+    """Event rows per method (instruction ids overlap across methods), the analysed method's
+    first; only the method the ETRecord describes is linked through it."""
+    return [
+        row
+        for part in sorted(linked.methods, key=lambda p: not p.analysed)  # analysed first
+        for row in build_event_rows(
+            part.dump,
+            linked.index if part.analysed else ProgramIndex.empty(),
+            linked.parser,
+            time_unit,
+            part.name,
+        )
+    ]
 
 
 def _add_map_check(
@@ -365,15 +461,16 @@ def run_analyze(
     linked = _load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     inputs, index, record = linked.inputs, linked.index, linked.inputs.etrecord
     threshold = threshold_for(dict(cfg.thresholds), index.precision)
+    budget = verdict_budget(cfg, index.precision)
 
     # Link: events and their stats.
-    event_rows = build_event_rows(inputs.etdump, index, linked.parser, cfg.time_unit)
+    event_rows = _event_rows(linked, cfg.time_unit)
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    flows, not_evaluated, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold)
+    found, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold, budget)
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
 
@@ -390,13 +487,14 @@ def run_analyze(
         cfg.time_unit,
         cfg.top_k,
     )
-    summary["program_identity"] = linked.identity.record()
+    _complete_summary(summary, verdict, found, linked)
     summary["link_sources"] = link_source_counts(events)
     if linked.recovery is not None:
         summary["xnnpack_recovery"] = linked.recovery.record()
-    _add_map_check(summary, linked, verdict, not_evaluated)
-    summary["control_flow"] = [f.record() for f in flows]
-    summary["warnings"] = _fault_warnings(record, flows, linked.program)
+    _add_map_check(summary, linked, verdict, found.not_evaluated)
+    summary["warnings"] = linked.warnings + summary.get("warnings", [])
+    summary["methods"] = [p.name for p in linked.methods if p.name]
+    summary["method"] = next((p.name for p in linked.methods if p.analysed and index.linked), "")
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -10,7 +13,9 @@ from torch import nn
 from torch.export import ExportedProgram
 from torch.utils import _pytree as pytree
 
+from stages.export.branch_sources import annotate_branch_sources
 from stages.export.debug_handle_pass import assign_debug_handles, missing_debug_handles
+from stages.export.input_mismatch import ModelInputsError, diagnose_inputs
 from stages.formats.graph_handles import iter_operator_nodes, restore_debug_handles
 
 
@@ -28,6 +33,19 @@ def _likely_fix(message: str, strict: bool) -> str:
     if strict:
         return "retry with export.strict=false (non-strict export traces more Python)"
     return "check the model's forward for Python side effects or unsupported ops"
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_errors() -> Iterator[None]:
+    """torch logs every failed meta kernel with its traceback before raising; the raised error
+    (in export_error.log, and explained by ExportStageError) says the same."""
+    fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_tensor_log.level
+    fake_tensor_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        fake_tensor_log.setLevel(level)
 
 
 def plain_output_spec(program: ExportedProgram) -> None:
@@ -75,9 +93,13 @@ def export_model(
 ) -> ExportedProgram:
     """The exported program with a debug handle on every operator node."""
     try:
-        program = torch.export.export(model, sample, strict=strict)
+        with _quiet_fake_tensor_errors():
+            program = torch.export.export(model, sample, strict=strict)
     except Exception as exc:
         error_log.write_text(traceback.format_exc())
+        mismatch = diagnose_inputs(model, sample)
+        if mismatch is not None:
+            raise ModelInputsError(mismatch) from exc
         gist = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise ExportStageError(
             f"torch.export could not export model '{model_name}' (export.strict={strict}): "
@@ -95,6 +117,7 @@ def export_model(
     if decompose:
         program = program.run_decompositions()
         restore_debug_handles(program)
+    annotate_branch_sources(program)  # cond branch ops: their function's line, not generated code
     missing = missing_debug_handles(program)
     if missing:
         # Internal invariant, not user input: every op must be numbered before lowering.

@@ -138,9 +138,9 @@ class ETRecord:
                 archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
 
     @classmethod
-    def load(cls, path: Path, program: Path | None = None) -> ETRecord:
-        """Read and validate; every problem is an ETRecordError naming the file.
-
+    def load(cls, path: Path, method: str | None = None, program: Path | None = None) -> ETRecord:
+        """Read and validate; every problem is an ETRecordError naming the file. `method`: the
+        program method to read (ExecuTorch programs with several; this tool's have `forward`).
         An ETRecord that refers to its program reads `program`, else the file it names beside it.
         """
         path = Path(path)
@@ -156,21 +156,39 @@ class ETRecord:
             ) from exc
         with archive:
             try:
-                return cls._from_archive(archive, path, program)
+                return cls._from_archive(archive, path, method, program)
             except UnsafePayloadError as exc:
                 raise ETRecordError(str(exc)) from exc
             except (EOFError, KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise ETRecordError(f"{path}: corrupt ETRecord member ({exc})") from exc
 
     @classmethod
-    def _from_archive(cls, archive: BoundedZip, path: Path, program_path: Path | None) -> ETRecord:
+    def _from_archive(
+        cls,
+        archive: BoundedZip,
+        path: Path,
+        method: str | None = None,
+        program_path: Path | None = None,
+    ) -> ETRecord:
         names = set(archive.names())
         if VERSION_MEMBER not in names and is_executorch_etrecord(archive.names()):
             verify_executorch_etrecord(archive, str(path))
             from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
 
-            return cls(**read_executorch_etrecord(repack_stored(archive), str(path)))
+            return cls(**read_executorch_etrecord(repack_stored(archive), str(path), method))
+        if method not in (None, "forward"):
+            raise ETRecordError(
+                f"{path} records one method, 'forward' (this tool's ETRecord); "
+                f"analyze.method={method!r} names none of it"
+            )
         missing = [m for m in _REQUIRED if m not in names]
+        if len(missing) == len(_REQUIRED):  # no member of ours: not this format at all
+            shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+            raise ETRecordError(
+                f"{path}: not an ETRecord: the zip has neither ExecuTorch's marker member "
+                f"ETRECORD_V0 nor this tool's {VERSION_MEMBER} (it holds {shown}); a truncated "
+                "or partly copied file reads like this: write or copy it again"
+            )
         if missing:
             raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
         marker = _json(archive, VERSION_MEMBER, path)
@@ -249,7 +267,7 @@ def generate_etrecord(
 
 def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRecord:
     """Save `source` as a self-contained ETRecord at `out`, its referenced program embedded."""
-    record = ETRecord.load(source, program)
+    record = ETRecord.load(source, program=program)
     if record.loaded_program is not None:
         raise ETRecordError(
             f"{source}: an ExecuTorch ETRecord embeds its programs already; share it as it is"

@@ -19,18 +19,18 @@ import torch
 
 from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
-from stages.formats.samples import Samples
+from stages.formats.samples import Samples, samples_as_inspector_reads
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 SOURCE_FORMAT = "executorch"
-METHOD = "forward"
+METHOD = "forward"  # the method analysed when the program has it (Inspector's default too)
 UNSET_DEBUG_HANDLE = 0  # ExecuTorch marks nodes the edge program dropped with handle 0
 NS_PER_MS = 1e6
 
 
-def read_executorch_etrecord(data: bytes, what: str) -> dict[str, Any]:
+def read_executorch_etrecord(data: bytes, what: str, method: str | None = None) -> dict[str, Any]:
     """The fields of the analysis view (`ETRecord`) of an ExecuTorch ETRecord whose bytes
-    passed the safety check."""
+    passed the safety check, for `method` (default: forward, else its first method)."""
     try:
         from executorch.devtools import parse_etrecord
     except ImportError as exc:
@@ -41,31 +41,64 @@ def read_executorch_etrecord(data: bytes, what: str) -> dict[str, Any]:
         parsed = parse_etrecord(io.BytesIO(data))  # ZipFile reads a file object too
     except Exception as exc:  # ExecuTorch raises RuntimeError, KeyError, SerializeError, ...
         raise ETRecordError(f"{what}: ExecuTorch could not parse its ETRecord ({exc})") from exc
-    program, graph_name = _reference_program(parsed, what)
-    samples = _samples(parsed._representative_inputs)
-    return _view(parsed, program, graph_name, samples, data)
+    methods = recorded_methods(parsed)
+    if method is not None and method not in methods:
+        raise ETRecordError(
+            f"{what} records no method {method!r} (it records {', '.join(methods) or 'none'}); "
+            "set analyze.method to one of them"
+        )
+    method = method or (METHOD if METHOD in methods or not methods else methods[0])
+    program, graph_name = _reference_program(parsed, what, method)
+    samples = samples_as_inspector_reads(parsed._representative_inputs, _user_inputs(program))
+    view = _view(parsed, program, graph_name, samples, data, method)
+    view["lowering_info"]["method"] = method
+    view["lowering_info"]["methods"] = methods
+    return view
 
 
-def _reference_program(parsed: Any, what: str) -> tuple[torch.export.ExportedProgram, str]:
-    """ATen program with the edge program's handles carried back, else the edge program."""
-    from executorch.devtools.inspector._inspector_utils import propagate_back_debug_handle
-
+def recorded_methods(parsed: Any) -> list[str]:
+    """The program's methods the ETRecord describes (its per-method maps and edge programs)."""
+    names: set[str] = set()
+    for mapping in (parsed._debug_handle_map, parsed._delegate_map):
+        names |= set(mapping or {})
     edge = parsed.edge_dialect_program
     if isinstance(edge, dict):
-        edge = edge.get(METHOD)
+        names |= set(edge)
+    return sorted(names, key=lambda n: (n != METHOD, n))
+
+
+def _reference_program(
+    parsed: Any, what: str, method: str
+) -> tuple[torch.export.ExportedProgram, str]:
+    """ATen program with the edge program's handles carried back, else the edge program."""
+    edge = edge_all = parsed.edge_dialect_program
+    if isinstance(edge, dict):
+        edge = edge.get(method)
     aten = parsed.exported_program
-    if (
-        aten is not None
-        and edge is not None
-        and propagate_back_debug_handle(aten, parsed.export_graph_id, edge)
-    ):
+    if isinstance(aten, dict):  # a multi-method program records one per method
+        aten = aten.get(method)
+    elif method != METHOD and isinstance(edge_all, dict):  # one ATen program: forward's
+        aten = None
+    if aten is not None and edge is not None and _carried_back(aten, parsed, edge):
         return _clean_handles(aten), "exported_program"
     if edge is None:
         raise ETRecordError(
-            f"{what} records no edge program for method {METHOD!r}; generate it with "
+            f"{what} records no edge program for method {method!r}; generate it with "
             "to_edge_transform_and_lower(..., generate_etrecord=True)"
         )
     return _clean_handles(edge), "edge_dialect_exported_program"
+
+
+def _carried_back(aten: Any, parsed: Any, edge: Any) -> bool:
+    """ExecuTorch's own propagation of the edge program's handles to the ATen program; False
+    when it cannot (it raises KeyError on an edge program whose nodes carry no handles, as
+    `to_edge` leaves them before `to_executorch`): then the edge program is the reference."""
+    from executorch.devtools.inspector._inspector_utils import propagate_back_debug_handle
+
+    try:
+        return bool(propagate_back_debug_handle(aten, parsed.export_graph_id, edge))
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return False
 
 
 def _clean_handles(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -81,10 +114,9 @@ def _clean_handles(program: torch.export.ExportedProgram) -> torch.export.Export
     return program
 
 
-def _samples(raw: Any) -> Samples:
-    if not raw:
-        return []
-    return [tuple(s) if isinstance(s, tuple | list) else (s,) for s in raw]
+def _user_inputs(program: torch.export.ExportedProgram) -> int:
+    """How many inputs one run of the program takes (parameters and buffers aside)."""
+    return len(program.graph_signature.user_inputs)
 
 
 def _identifier(key: str) -> DelegateIdentifier:
@@ -92,10 +124,12 @@ def _identifier(key: str) -> DelegateIdentifier:
     return int(key) if key.lstrip("-").isdigit() else key
 
 
-def _lowering_info(parsed: Any, graph_name: str) -> tuple[dict[str, Any], list[DelegateMapRecord]]:
-    handle_map = (parsed._debug_handle_map or {}).get(METHOD, {})
-    delegates = (parsed._delegate_map or {}).get(METHOD, {})
-    outs = (parsed._instruction_id_to_num_outs_map or {}).get(METHOD, {})
+def _lowering_info(
+    parsed: Any, graph_name: str, method: str
+) -> tuple[dict[str, Any], list[DelegateMapRecord]]:
+    handle_map = (parsed._debug_handle_map or {}).get(method, {})
+    delegates = (parsed._delegate_map or {}).get(method, {})
+    outs = (parsed._instruction_id_to_num_outs_map or {}).get(method, {})
     maps: list[DelegateMapRecord] = []
     delegate_instructions: dict[str, int] = {}
     for partition_id, (instruction, meta) in enumerate(sorted(delegates.items(), key=_by_int)):
@@ -144,14 +178,15 @@ def _view(
     graph_name: str,
     samples: Samples,
     data: bytes,
+    method: str,
 ) -> dict[str, Any]:
     from stages.formats.handle_info import collect_handle_info
 
-    info, maps = _lowering_info(parsed, graph_name)
+    info, maps = _lowering_info(parsed, graph_name, method)
     if _quantized(program):
         info["precision"] = "int8"
     outputs = parsed._reference_outputs or {}
-    reference = outputs.get(METHOD, []) if isinstance(outputs, dict) else []
+    reference = outputs.get(method, []) if isinstance(outputs, dict) else []
     return {
         "reference_program_bytes": json.dumps({"executorch_etrecord_sha256": _sha(data)}).encode(),
         "representative_inputs": samples,

@@ -47,8 +47,13 @@ _SMALL_TEXT = 256
 _NAME = r"[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9][A-Za-z0-9_]*"
 # ATen's bitwise ops keep their dunder names (`aten.__and__.Tensor`); no other dunder is an op.
 _ATEN_DUNDER = r"__i?(and|or|xor|lshift|rshift)__"
+# Operator namespaces a graph may call: ATen, prims, higher-order ops, and the quantize /
+# dequantize / choose-qparams ops PT2E quantization emits (`quantized_decomposed`: torch.ao and
+# torchao's pt2e flow; `torchao`: its affine quantization ops). Each is a library of registered
+# kernels; any other namespace could be a Python-defined op and is refused.
+OPERATOR_NAMESPACES = ("aten", "prims", "higher_order", "quantized_decomposed", "torchao")
 _OP_TARGET = re.compile(
-    rf"torch\.ops\.(aten|prims|higher_order)\.({_NAME}|{_ATEN_DUNDER})(\.({_NAME}))?"
+    rf"torch\.ops\.({'|'.join(OPERATOR_NAMESPACES)})\.({_NAME}|{_ATEN_DUNDER})(\.({_NAME}))?"
 )
 _OPERATOR_TARGETS = {
     f"_operator.{name}"
@@ -230,13 +235,13 @@ def check_graph_json(
 
 
 def check_target_name(target: str, what: str) -> None:
-    """An ATen/prims/higher-order op or one of the builtins torch.export emits for shapes."""
+    """An op of `OPERATOR_NAMESPACES` or one of the builtins torch.export emits for shapes."""
     match = _OP_TARGET.fullmatch(target)
     if match or target in _OPERATOR_TARGETS or target in _OTHER_TARGETS:
         return
     raise UnsafePayloadError(
-        f"{what}: node target {target[:80]!r} is not an ATen, prims or higher-order op; refused "
-        "(loading it could call arbitrary Python)"
+        f"{what}: node target {target[:80]!r} is not an operator of the known namespaces "
+        f"({', '.join(OPERATOR_NAMESPACES)}); refused (loading it could call arbitrary Python)"
     )
 
 
@@ -285,7 +290,12 @@ def check_program_targets(program: torch.export.ExportedProgram, what: str) -> N
             if node.op != "call_function":
                 continue
             target = node.target
-            if isinstance(target, torch._ops.OpOverload | torch._ops.HigherOrderOperator):
+            if isinstance(target, torch._ops.HigherOrderOperator):
+                continue
+            if (
+                isinstance(target, torch._ops.OpOverload)
+                and target.namespace in OPERATOR_NAMESPACES
+            ):
                 continue
             if target in BUILTIN_OPS:
                 continue

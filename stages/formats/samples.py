@@ -22,3 +22,23 @@ def save_samples(samples: Samples, path: Path) -> None:
 def load_samples(path: Path) -> Samples:
     """Read inputs.pt / reference_outputs.pt (weights-only)."""
     return [tuple(s) for s in load_tensors(path.read_bytes(), str(path))]
+
+
+def samples_as_inspector_reads(raw: object, input_count: int | None = None) -> Samples:
+    """Representative inputs as ExecuTorch's Inspector reads them: one flat tuple (or list) of
+    tensors is one run's inputs; a list of tuples/lists is one sample each.
+
+    A flat list of single tensors for a one-input program (`[x1, x2]`) is several samples when
+    `input_count` (the program's user inputs) says one tensor is one run.
+    """
+    if raw is None:
+        return []
+    if isinstance(raw, torch.Tensor):
+        return [(raw,)]
+    if not isinstance(raw, tuple | list) or not raw:
+        return []
+    if all(isinstance(item, tuple | list) for item in raw):
+        return [tuple(item) for item in raw]
+    if input_count == 1 and isinstance(raw, list) and len(raw) > 1:
+        return [(item,) for item in raw]
+    return [tuple(raw)]

@@ -28,6 +28,7 @@ from stages.formats.etdump.records import (
 )
 from stages.formats.etdump.writer import write_etdump
 from stages.progress_display import ProgressDisplay
+from stages.run.native_stderr import native_stderr_to_log
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"
@@ -59,7 +60,8 @@ def _loader() -> Any:
 
 def _load(program: bytes, where: str, **options: Any) -> Any:
     try:
-        return _loader()(program, enable_etdump=True, **options)
+        with native_stderr_to_log():  # the runtime's cpuinfo lines: the log file, not the terminal
+            return _loader()(program, enable_etdump=True, **options)
     except RuntimeError as exc:
         raise ExecuTorchRuntimeError(f"ExecuTorch could not load {where}: {exc}") from exc
 
@@ -88,8 +90,9 @@ def run_program(
     """Timed iterations, then (if `capture`) one capture run per sample with a debug buffer."""
     timed = _load(program, where)
     outputs: list[tuple[torch.Tensor, ...]] = []
-    for index in range(warmup):
-        timed.run_method(METHOD, tuple(samples[index % len(samples)]))
+    with native_stderr_to_log():  # the runtime reads the CPU's details on its first calls
+        for index in range(warmup):
+            timed.run_method(METHOD, tuple(samples[index % len(samples)]))
     with ProgressDisplay("run", iterations) as progress:
         for index in range(warmup, warmup + iterations):
             timed.run_method(METHOD, tuple(samples[index % len(samples)]))

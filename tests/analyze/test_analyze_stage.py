@@ -260,7 +260,7 @@ def test_terminal_report_names_the_divergence_or_says_all_exact(run_tiny: RunTin
     clean_dir = run_tiny("clean-vit-xnnpack", "vit", "backend=xnnpack")
     text = format_terminal_report(clean_dir / "summary.json")
     compared = read_summary(clean_dir)["compared_outputs"]
-    assert "verdict PASS" in text and f"all {compared} compared outputs are exact" in text
+    assert "verdict PASS" in text and f"all {compared} float outputs are exact" in text
     fault_dir = run_tiny("fault-vit-qnn", "vit", "backend=qnn", "backend.fault.node=linear_1")
     text = format_terminal_report(fault_dir / "summary.json")
     assert "verdict FAIL" in text and "first divergence: linear_1" in text

@@ -119,5 +119,5 @@ def test_by_reference_round_trip_keeps_the_reference(etrecord_path: Path, tmp_pa
     (run_dir / "exported.pt2").rename(run_dir / "renamed.pt2")
     with pytest.raises(ETRecordError, match="does not exist"):
         ETRecord.load(run_dir / "etrecord.zip")
-    explicit = ETRecord.load(run_dir / "etrecord.zip", run_dir / "renamed.pt2")
+    explicit = ETRecord.load(run_dir / "etrecord.zip", program=run_dir / "renamed.pt2")
     assert explicit.handles == record.handles

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 
 import pytest
 
@@ -37,3 +38,20 @@ def require_explorer() -> None:
     """Skip unless Model Explorer (the `[explorer]` extra) is importable."""
     if importlib.util.find_spec("model_explorer") is None:
         pytest.skip(f"needs Model Explorer ({EXPLORER_HINT})")
+
+
+SLURM_HINT = "a SLURM cluster: run .ci/slurm_up.sh as root (a one-node cluster on this machine)"
+
+
+def require_slurm_cluster() -> None:
+    """Skip unless `sinfo` reaches a SLURM controller with a node ready to run jobs."""
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        pytest.skip(f"needs {SLURM_HINT}; sbatch/sinfo are not installed")
+    try:
+        states = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10
+        ).stdout.split()
+    except subprocess.TimeoutExpired:
+        states = []
+    if not {"idle", "mixed", "allocated"} & set(states):
+        pytest.skip(f"needs {SLURM_HINT}; sinfo shows no node ready ({states or 'no answer'})")

@@ -69,7 +69,7 @@ def test_empty_map_is_an_error_naming_every_op(
     assert finding["debug_handles"] == sorted(handles.values())
     assert lowered.metrics["delegate_map_errors"] == 1.0
     lines = [r.getMessage() for r in caplog.records if "delegate map check" in r.getMessage()]
-    assert len(lines) == 1 and "partition 0 (EmptyMapBackend) empty_map" in lines[0]
+    assert len(lines) == 1 and "partition 0 (empty_map_npu) empty_map" in lines[0]
     # The ETRecord carries the findings for the analysis.
     record = ETRecord.load(lowered.etrecord)
     assert record.lowering_info["delegate_map_check"] == report["delegate_map_check"]

@@ -24,6 +24,14 @@ from stages.analyze.compare.exact_compare import (
     count_mismatches,
     index_output,
 )
+from stages.analyze.compare.expected_error import (
+    ACCUMULATED_DB,
+    PrecisionEmulation,
+    constant_placeholders,
+    error_budget,
+    max_abs_ranges,
+    variation_snr,
+)
 from stages.analyze.link.control_flow import (
     CondRecord,
     CondSite,
@@ -95,6 +103,8 @@ class GapRow:
     comparison: str = "float"  # "float" (comparators), "exact" (int/bool), "index" (tie rule)
     follows_flip: str = ""  # the cond whose branch flipped upstream of this output, if any
     unobserved_inputs: tuple[str, ...] = ()  # see GapGroup.unobserved_inputs
+    # Observed vs expected local error (stages/analyze/compare/expected_error.py), float rows.
+    budget: dict[str, float] = field(default_factory=dict)
 
 
 def _decode(value: ValueRecord | None, buffer: bytes | memoryview, where: str) -> Value:
@@ -224,9 +234,12 @@ def _pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], 
     if len(rts) == len(refs):
         pairs = list(zip(range(len(rts)), rts, refs, strict=True))
     elif len(refs) == 1 and isinstance(refs[0], torch.Tensor):  # e.g. native_layer_norm's 3
-        shape = tuple(refs[0].shape)
+        # the runtime op's output of the reference's shape and kind: native_dropout's value,
+        # never its bool mask of the same shape
+        shape, floating = tuple(refs[0].shape), refs[0].is_floating_point()
         same = [t for t in rts if isinstance(t, torch.Tensor) and tuple(t.shape) == shape]
-        pairs = [(0, (same or rts)[-1], refs[0])]
+        kind = [t for t in same if t.is_floating_point() == floating]
+        pairs = [(0, (kind or same or rts)[-1], refs[0])]
     elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
         match = [
             i
@@ -282,12 +295,36 @@ def _substitutions(
         if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
             if tuple(ref.shape) == tuple(value.shape):
                 subst[anchor] = _like(value, ref)
-        elif isinstance(ref, tuple) and isinstance(value, list) and len(ref) == len(value):
-            subst[anchor] = tuple(
+        elif isinstance(ref, tuple | list) and isinstance(value, list) and len(ref) == len(value):
+            # split/chunk/unbind give lists, multi-output ops tuples: keep the reference's type
+            subst[anchor] = type(ref)(
                 _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
                 for v, r in zip(value, ref, strict=True)
             )
     return subst
+
+
+def group_outputs(group: GapGroup) -> list[torch.fx.Node]:
+    """The group's nodes whose values leave it (used by a node outside, or a graph output), in
+    graph order: what a delegate call with several outputs returns."""
+    members = set(group.nodes)
+    return [
+        n
+        for n in group.nodes
+        if isinstance(n.meta.get("val"), torch.Tensor)
+        and any(user not in members for user in n.users)
+    ]
+
+
+def _multi_output_nodes(group: GapGroup, runtime: Value, reference: Any) -> list[torch.fx.Node]:
+    """For a call logging k > 1 outputs whose anchor is not a k-output op (a delegate call
+    returning several of its ops' values), the k group nodes they are; else none."""
+    if not isinstance(runtime, list) or len(runtime) < 2:
+        return []
+    if isinstance(reference, list | tuple) and len(reference) == len(runtime):
+        return []  # a multi-output op (native_dropout's value and mask): output i is output i
+    leaving = group_outputs(group)
+    return leaving if len(leaving) == len(runtime) else []
 
 
 def _partition_outputs(
@@ -352,22 +389,31 @@ def _rerun(
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
+    outputs: Sequence[torch.fx.Node] = (),
+    emulation: PrecisionEmulation | None = None,
 ) -> tuple[Any, Any]:
     """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
     the anchor's first argument (what an index op ranked). `fixed` values stand for member
-    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one)."""
+    nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one).
+    With `emulation`, inputs, constants and op outputs are rounded to its precision."""
     members = set(group.nodes)
     local: dict[torch.fx.Node, Any] = {}
+    weights = emulation.weights(members) if emulation is not None else set()
+
+    def outside(n: torch.fx.Node) -> Any:
+        if n in subst:
+            return subst[n]
+        source = n.args[0] if _is_getitem(n) else None
+        if isinstance(source, torch.fx.Node) and source in subst and source not in members:
+            return subst[source][n.args[1]]
+        return env[n]
 
     def lookup(n: torch.fx.Node) -> Any:
         if n in local:
             return local[n]
         if n not in members:
-            if n in subst:
-                return subst[n]
-            source = n.args[0] if _is_getitem(n) else None
-            if isinstance(source, torch.fx.Node) and source in subst and source not in members:
-                return subst[source][n.args[1]]
+            value = outside(n)
+            return emulation.stored(n, value, weights) if emulation is not None else value
         return env[n]
 
     with torch.no_grad():
@@ -378,10 +424,15 @@ def _rerun(
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
+            if emulation is not None and not _is_getitem(node):
+                local[node] = emulation.rounded(node, local[node])
     if group.anchor is None:
         return None, None
     first = group.anchor.args[0] if group.anchor.args else None
-    return local[group.anchor], lookup(first) if isinstance(first, torch.fx.Node) else None
+    ranked = lookup(first) if isinstance(first, torch.fx.Node) else None
+    if outputs:
+        return [local[n] for n in outputs], ranked
+    return local[group.anchor], ranked
 
 
 def _compare(
@@ -456,6 +507,7 @@ class _Slot:
     loc: list[torch.Tensor] = field(default_factory=list)
     ranked: list[Any] = field(default_factory=list)  # what an index op ranked (reference)
     ranked_loc: list[Any] = field(default_factory=list)  # ... and in the local re-run
+    exp: list[torch.Tensor] = field(default_factory=list)  # local re-run at the emulated precision
     shape: tuple[Any, Any] | None = None
     dtype: str = ""
 
@@ -468,20 +520,27 @@ def _collect_group(
     env: dict[torch.fx.Node, Any],
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
+    emulation: PrecisionEmulation | None = None,
 ) -> None:
-    """One sample's runtime output of a group, paired with its reference and local values."""
+    """One sample's runtime output of a group, paired with its reference and local values (and
+    the local values at the emulated precision, when `emulation` is active)."""
     anchor = group.anchor
     if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
         return
-    pairs, status = _pairs(runtime, env.get(anchor))
+    reference = env.get(anchor)
+    several = _multi_output_nodes(group, runtime, reference)
+    if several:  # each output of the call against the node it is
+        reference = [env.get(n) for n in several]
+    pairs, status = _pairs(runtime, reference)
     first = anchor.args[0] if anchor.args else None
     ranked = env.get(first) if isinstance(first, torch.fx.Node) else None
     ranked_loc = None
     try:
-        local_ref, ranked_loc = _rerun(group, env, subst, fixed)
+        local_ref, ranked_loc = _rerun(group, env, subst, fixed, several)
         local_pairs = {i: b for i, _, b in _pairs(runtime, local_ref)[0]}
     except Exception as exc:  # a reference op refusing runtime inputs is a finding
         local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
+    expected_pairs = _expected_pairs(group, env, subst, fixed, emulation, runtime, several)
     if not pairs:
         slots.setdefault((gi, 0), _Slot(status=status))
     for oi, rt, ref in pairs:
@@ -499,6 +558,28 @@ def _collect_group(
         if isinstance(local, torch.Tensor) and tuple(local.shape) == tuple(rt.shape):
             slot.loc.append(local)
             slot.ranked_loc.append(ranked_loc)
+        emulated = expected_pairs.get(oi)
+        if isinstance(emulated, torch.Tensor) and tuple(emulated.shape) == tuple(rt.shape):
+            slot.exp.append(emulated)
+
+
+def _expected_pairs(
+    group: GapGroup,
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+    fixed: dict[torch.fx.Node, Any] | None,
+    emulation: PrecisionEmulation | None,
+    runtime: Value,
+    outputs: Sequence[torch.fx.Node] = (),
+) -> dict[int, Any]:
+    """Per output index, the group's local re-run at the emulated precision (none at fp32)."""
+    if emulation is None or not emulation.active or not group.is_delegated:
+        return {}
+    try:
+        emulated, _ = _rerun(group, env, subst, fixed, outputs, emulation)
+    except Exception:  # the fp32 re-run reports the failure; the budget falls back to the floor
+        return {}
+    return {i: b for i, _, b in _pairs(runtime, emulated)[0]}
 
 
 def _build_rows(
@@ -507,6 +588,8 @@ def _build_rows(
     slots: dict[tuple[int, int], _Slot],
     comparators: Sequence[Comparator],
     tie_tolerance: float,
+    emulation: PrecisionEmulation | None = None,
+    floor_units: float = 0.0,
 ) -> list[GapRow]:
     rows: list[GapRow] = []
     for (gi, oi), slot in sorted(slots.items()):
@@ -531,8 +614,15 @@ def _build_rows(
             rule = _rule_for(group, oi, comparators, tie_tolerance)
             row.comparison = rule.kind(slot.rt[0])
             row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
+            if row.comparison == "float":
+                row.budget[ACCUMULATED_DB] = variation_snr(slot.rt, slot.ref)
             if len(slot.loc) == len(slot.rt):
                 row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
+                if row.comparison == "float" and emulation is not None:
+                    exp = slot.exp if len(slot.exp) == len(slot.rt) else None
+                    row.budget.update(
+                        error_budget(slot.rt, slot.loc, exp, emulation.precision, floor_units)
+                    )
         rows.append(row)
     return rows
 
@@ -640,12 +730,16 @@ def numeric_gap_and_flow(
     samples: Sequence[Sequence[torch.Tensor]],
     comparators: Sequence[Comparator],
     tie_tolerance: float = 0.0,
+    precision: str | None = None,
+    floor_units: float = 0.0,
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
     outputs with the tie rule at `tie_tolerance` (stages/analyze/compare/exact_compare.py). Ops inside a
-    torch.cond branch are compared against the same branch of the reference on its operands."""
+    torch.cond branch are compared against the same branch of the reference on its operands.
+    With `precision`, float rows get an error budget: observed local error against what that
+    precision alone costs there (stages/analyze/compare/expected_error.py)."""
     graph = program.graph_module.graph
     sites = cond_sites(program.graph_module)
     records = [_cond_record(s) for s in sites]
@@ -668,6 +762,7 @@ def numeric_gap_and_flow(
             anchor_cache[handles] = nodes[-1] if nodes else None
         return anchor_cache[handles]
 
+    emulation = _emulation(program, samples, precision)
     slots: dict[tuple[int, int], _Slot] = {}
     noted: set[int] = set()
     for sample, sample_outputs in sorted(by_sample.items()):
@@ -688,11 +783,26 @@ def numeric_gap_and_flow(
             if gi not in noted:  # once per group: the same ops are logged in every sample
                 noted.add(gi)
                 _note_unobserved(groups[gi], subst)
-            _collect_group(slots, gi, groups[gi], value, env, subst, fixed)
+            _collect_group(slots, gi, groups[gi], value, env, subst, fixed, emulation)
 
     for gi, group in enumerate(groups):
         if group.anchor is None:  # a handle with no node of the program (e.g. a nested cond)
             slots[(gi, 0)] = _Slot(status="no_reference")
-    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance)
+    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance, emulation, floor_units)
     _mark_flips(rows, groups, sites, records)
     return groups, rows, records
+
+
+def _emulation(
+    program: ExportedProgram,
+    samples: Sequence[Sequence[torch.Tensor]],
+    precision: str | None,
+) -> PrecisionEmulation | None:
+    """The precision emulation of the expected error; int8 scales from the reference values."""
+    if precision is None:
+        return None
+    emulation = PrecisionEmulation(precision, constant_placeholders(program))
+    if precision == "int8":
+        for sample in samples:  # as the lower stage calibrates: over every representative input
+            max_abs_ranges(reference_values(program, sample), emulation.ranges)
+    return emulation

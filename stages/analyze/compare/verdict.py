@@ -1,4 +1,5 @@
-"""The verdict: per-precision thresholds on the local gap; the first divergence in graph order."""
+"""The verdict: each op's observed local error against its expected error plus a margin (or, with
+`analyze.verdict_rule=threshold`, one threshold per precision); the first divergence in graph order."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from stages.analyze.compare.comparators import Comparator, crosses
 from stages.analyze.compare.exact_compare import exact_errors
+from stages.analyze.compare.expected_error import EXCESS_DB
 from stages.analyze.compare.numeric_gap import GapRow
 from stages.analyze.link.control_flow import CondRecord
 from stages.formats.closed_sets import Precision
@@ -30,6 +32,8 @@ class Verdict:
     diverged_rows: int
     reason: str
     cause: str = ""  # "numeric" (an op's output), "control_flow" (a cond took another branch)
+    # dB an op's observed error may exceed its expected error (None: the threshold rule)
+    margin: float | None = None
 
 
 def threshold_for(
@@ -55,17 +59,27 @@ def metric_comparator(comparators: list[Comparator], metric: str) -> Comparator:
     )
 
 
-def row_diverged(row: GapRow, metric: str, threshold: float, higher_is_better: bool) -> bool:
+def row_diverged(
+    row: GapRow,
+    metric: str,
+    threshold: float,
+    higher_is_better: bool,
+    margin: float | None = None,
+) -> bool:
     """A compared row whose local gap (accumulated if no local) crosses; a shape/dtype mismatch.
 
     Integer and bool outputs diverge on any mismatch, index outputs on any mismatch that is not
-    a tie flip (stages/analyze/compare/exact_compare.py); the threshold is for float outputs only."""
+    a tie flip (stages/analyze/compare/exact_compare.py). A float output with an error budget
+    diverges when its observed error exceeds the expected one by more than `margin` dB; without
+    a margin or a budget, when its gap metric crosses `threshold`."""
     if row.status in ("shape_mismatch", "dtype_mismatch", "output_count_mismatch"):
         return True
     if row.status != "ok" or not row.accumulated:
         return False
     if row.comparison != "float":
         return exact_errors(row.local or row.accumulated) > 0
+    if margin is not None and EXCESS_DB in row.budget:
+        return crosses(row.budget[EXCESS_DB], margin, higher_is_better=False)
     value = row.local.get(metric, row.accumulated[metric])
     return crosses(value, threshold, higher_is_better)
 
@@ -77,23 +91,29 @@ def decide(
     evaluated: bool,
     reason: str = "",
     flows: Sequence[CondRecord] = (),
+    margin: float | None = None,
 ) -> Verdict:
     """Pass, or fail at the first diverged output in graph order; a cond that took another
     branch than the reference fails on its own, and outputs downstream of it are not blamed."""
     metric, better = comparator.name, comparator.higher_is_better
     if not evaluated:
-        return Verdict(NOT_EVALUATED, metric, threshold, better, None, 0, reason)
+        return Verdict(NOT_EVALUATED, metric, threshold, better, None, 0, reason, margin=margin)
     diverged = [
-        r for r in rows if not r.follows_flip and row_diverged(r, metric, threshold, better)
+        r for r in rows if not r.follows_flip and row_diverged(r, metric, threshold, better, margin)
     ]
     first = min(diverged, key=lambda r: (r.topo_index, r.group, r.output_index), default=None)
     flips = "; ".join(f.message() for f in flows if f.flipped_samples)
     if first is None and not flips:
         compared = sum(1 for r in rows if r.accumulated)
-        return Verdict(PASS, metric, threshold, better, None, 0, f"{compared} outputs compared")
+        done = f"{compared} outputs compared"
+        return Verdict(PASS, metric, threshold, better, None, 0, done, margin=margin)
     if first is None:
-        return Verdict(FAIL, metric, threshold, better, None, 0, flips, "control_flow")
-    crossing = f"{len(diverged)} output(s) cross the threshold"
+        return Verdict(FAIL, metric, threshold, better, None, 0, flips, "control_flow", margin)
+    crossing = (
+        f"{len(diverged)} output(s) exceed their expected error by more than {margin:g} dB"
+        if margin is not None
+        else f"{len(diverged)} output(s) cross the threshold"
+    )
     return Verdict(
         FAIL,
         metric,
@@ -101,8 +121,9 @@ def decide(
         better,
         first,
         len(diverged),
-        f"{crossing}; {flips}" if flips else "",
+        f"{crossing}; {flips}" if flips else crossing,
         "numeric",
+        margin,
     )
 
 

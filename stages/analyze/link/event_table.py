@@ -55,6 +55,7 @@ EVENT_COLUMNS = (
     "time_unit",
     "instruction_id",
     "link_source",
+    "method",
 )
 
 
@@ -72,6 +73,7 @@ class EventRow:
     starts_ns: list[float] = field(default_factory=list)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
     ops: dict[str, list[str]] = field(default_factory=dict)
+    method: str = ""  # the program method the block ran (several-method programs)
 
     def stat(self, name: str) -> float:
         values = np.asarray(self.durations, dtype=float)
@@ -95,8 +97,10 @@ def build_event_rows(
     index: ProgramIndex,
     parser: MetadataParser | None,
     unit: str = "ms",
+    method: str = "",
 ) -> list[EventRow]:
-    """Rows in first-seen order; durations converted from each clock to `unit`."""
+    """Rows in first-seen order; durations converted from each clock to `unit`. `dump` holds
+    one method's blocks (`method` names it), as instruction ids overlap across methods."""
     factor = unit_factor(unit)
     rows: dict[tuple[Any, ...], EventRow] = {}
     for block in dump.run_data:
@@ -122,6 +126,7 @@ def build_event_rows(
                     pe.instruction_id,
                     link,
                     ops=ops_of(index, link.debug_handles),
+                    method=method,
                 )
             ticks = index.delegate_ticks_per_ms if ident is not None else NS_PER_MS
             row.durations.append((pe.end_time - pe.start_time) / ticks * factor)
@@ -157,6 +162,7 @@ def event_record(row: EventRow, unit: str) -> dict[str, Any]:
         "instruction_id": row.instruction_id,
         # map (the ETRecord's / delegate's own), recovered (xnnpack_recovery) or none
         "link_source": link.link_source if link.debug_handles else "none",
+        "method": row.method,
     }
     return record
 

@@ -7,11 +7,11 @@ resolve delegate identifiers. Anything that does not resolve is a mismatch, neve
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stages.analyze.link.source_frames import model_source_line
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import (
@@ -214,18 +214,10 @@ def ops_of(index: ProgramIndex, handles: Iterable[DebugHandle]) -> dict[str, lis
     return out
 
 
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>.*)')
-
-
 def source_line(stack_trace: str) -> str:
-    """The innermost frame outside torch itself: `file.py:75 in forward: x = ...`."""
-    frames = list(_FRAME.finditer(stack_trace or ""))
-    if not frames:
-        return ""
-    own = [f for f in frames if "/torch/" not in f["file"] and "site-packages" not in f["file"]]
-    frame = (own or frames)[-1]
-    short = "/".join(frame["file"].split("/")[-2:])
-    return f"{short}:{frame['line']} in {frame['fn']}: {frame['code'].strip()}"
+    """The innermost frame of model code: `file.py:75 in forward: x = ...` (for a Hugging Face
+    model, its line in transformers' modeling file; see `stages.analyze.link.source_frames`)."""
+    return model_source_line(stack_trace)
 
 
 def dump_stamp(dump: ETDumpData, event_name: str) -> str | None:

@@ -135,11 +135,24 @@ def _check_buffer(
 
 
 def prove_identity(
-    dump: ETDumpData, buffer: DebugBuffer | None, index: ProgramIndex, files: AnalysedFiles
+    dump: ETDumpData,
+    buffer: DebugBuffer | None,
+    index: ProgramIndex,
+    files: AnalysedFiles,
+    has_etrecord: bool = False,
 ) -> ProgramIdentity:
     """Refuse files that provably do not belong together; say what could not be proven."""
     if buffer is not None:
         _check_buffer(dump, buffer, index, files)
+    if not index.linked and has_etrecord:
+        return ProgramIdentity(
+            UNPROVEN,
+            (
+                f"{files.etrecord} links none of the ETDump's events (its reference program "
+                "carries no debug handles, or describes another method), so the ETDump cannot "
+                "be checked against it",
+            ),
+        )
     if not index.linked:
         return ProgramIdentity(NO_ETRECORD, ("no ETRecord: nothing to prove the ETDump against",))
     reasons = []

@@ -28,12 +28,12 @@ def load_inputs(
     etdump: Path,
     debug_buffer: Path | None,
     etrecord: Path | None,
+    method: str | None = None,
     exported_program: Path | None = None,
 ) -> AnalysisInputs:
     """Read the three files (the buffer's trailer verified); an absent one is simply None.
-
-    `exported_program` is the program an ETRecord refers to by hash (default: beside it).
-    """
+    `method`: which method of the ETRecord to read (several-method programs).
+    `exported_program`: the program an ETRecord refers to by hash (default: beside it)."""
     if not Path(etdump).is_file():
         raise AnalyzeInputError(
             f"analyze.etdump={etdump}: no such file; run the run stage first or pass "
@@ -49,5 +49,7 @@ def load_inputs(
             buffer = read_debug_buffer(Path(debug_buffer))
         except ETDumpError as exc:
             raise AnalyzeInputError(f"analyze.debug_buffer: {exc}") from exc
-    record = ETRecord.load(etrecord, exported_program) if etrecord is not None else None
+    record = (
+        ETRecord.load(etrecord, method, program=exported_program) if etrecord is not None else None
+    )
     return AnalysisInputs(dump, Path(etdump), buffer, debug_buffer, record, etrecord)

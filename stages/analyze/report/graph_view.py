@@ -8,6 +8,7 @@ collapsed so the page stays readable. No script, no external URL: the page works
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
@@ -116,7 +117,10 @@ def _worst_gap(nodes: Sequence[NodeFacts], gap: GapScale | None) -> str:
     if not values or gap is None:
         return ""
     worst = min(values) if gap.higher_is_better else max(values)
-    return f", worst local {gap.metric} {worst:.4g}"
+    if worst == (math.inf if gap.higher_is_better else 0.0):
+        return ", every output exact"
+    side = "lowest" if gap.higher_is_better else "highest"
+    return f", worst local gap: {side} {gap.metric} {worst:.4g}"
 
 
 def _module_group(module: str, nodes: Sequence[NodeFacts], scale: ViewScale, open_: bool) -> str:

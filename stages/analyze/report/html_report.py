@@ -12,7 +12,10 @@ from stages.analyze.report.terminal_report import identity_note
 from stages.formats.atomic_write import write_text_atomic
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}
+.scroll{overflow-x:auto;max-width:100%} td{overflow-wrap:anywhere;max-width:48em}
+details>summary{cursor:pointer;font-weight:bold;margin:.6em 0}
+.divergence th{white-space:nowrap;width:14em} .clean{color:#2ca25f;font-weight:bold}
 h1{font-size:1.5em} h2{font-size:1.2em;margin-top:1.6em}
 .identity{background:#fff4d6;border-left:4px solid #e0a800;padding:.4em .8em}
 .verdict{display:inline-block;padding:.2em .8em;border-radius:4px;color:#fff;font-weight:bold}
@@ -55,7 +58,7 @@ def _table(records: list[dict[str, Any]], columns: list[str], limit: int | None 
         if limit and len(records) > limit
         else ""
     )
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+    return f"<div class='scroll'><table><tr>{head}</tr>{''.join(body)}</table></div>{more}"
 
 
 def _image(path: Path, alt: str) -> str:
@@ -76,12 +79,23 @@ def _facts(summary: dict[str, Any]) -> dict[str, Any]:
         "partitions": summary.get("partitions"),
         "delegated-op ratio": _fmt(summary.get("delegated_op_ratio")),
         "gap metric": f"{metric} (threshold {summary.get('threshold')})",
-        "max gap": f"{_fmt(summary.get('max_gap'))} ({metric})",
+        "verdict rule": _rule(summary),
+        "worst gap": worst_gap_text(summary),
         "ETDump": summary.get("etdump"),
         "ETRecord": summary.get("etrecord"),
         "program identity": (summary.get("program_identity") or {}).get("status"),
         **_recovery_fact(summary.get("xnnpack_recovery")),
     }
+
+
+def _rule(summary: dict[str, Any]) -> str:
+    """How the verdict judged float outputs (analyze.verdict_rule)."""
+    if summary.get("verdict_rule") == "expected":
+        return (
+            f"each op's observed local error vs what {summary.get('precision')} alone should cost "
+            f"there; fails {summary.get('margin_db')} dB over"
+        )
+    return f"{summary.get('gap_metric')} threshold {summary.get('threshold')}"
 
 
 def _recovery_fact(recovery: dict[str, Any] | None) -> dict[str, str]:
@@ -96,29 +110,72 @@ def _recovery_fact(recovery: dict[str, Any] | None) -> dict[str, str]:
     return {"XNNPACK kernel links": text + (f"; unlinked: {reasons}" if reasons else "")}
 
 
+def worst_gap_text(summary: dict[str, Any]) -> str:
+    """The worst compared value named for its metric: the lowest SNR, the highest error."""
+    metric = summary.get("gap_metric")
+    compared = summary.get("compared_outputs") or 0
+    if not summary.get("largest_gaps"):
+        return f"none: all {compared} float outputs are exact" if compared else "nothing compared"
+    side = "lowest" if summary.get("higher_is_better") else "highest"
+    return f"{_fmt(summary.get('max_gap'))} ({side} {metric} of {compared} float outputs)"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | dict | tuple):
+        return json.dumps(value)
+    return str(value)
+
+
+def divergence_block(summary: dict[str, Any]) -> str:
+    """The first divergence as field/value rows (it fits any width), or why there is none."""
+    first = summary.get("first_divergence")
+    if not first:
+        if summary.get("verdict") == "pass":
+            text = worst_gap_text(summary).removeprefix("none: ")
+            return f"<p class='clean'>No divergence: {html.escape(text)}.</p>"
+        return ""
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(_cell(v))}</td></tr>"
+        for k, v in first.items()
+    )
+    return (
+        "<h2>First divergence</h2>"
+        f"<div class='scroll'><table class='divergence'>{rows}</table></div>"
+    )
+
+
 def _head(summary: dict[str, Any]) -> list[str]:
-    """Title, verdict, program-identity note and the facts list."""
+    """Title, verdict and first divergence (what a reader came for), then notes and facts."""
     verdict = str(summary.get("verdict", "not_evaluated"))
     note = identity_note(summary.get("program_identity"))
     facts = _facts(summary)
     return [
         "<!doctype html><html><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width'>",
         f"<title>Delegate debugger report: {html.escape(str(summary.get('model')))}</title>",
         f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>",
         f"<h1>{html.escape(str(summary.get('model')))} on {html.escape(str(summary.get('backend')))}</h1>",
         f"<p>Verdict: <span class='verdict {html.escape(verdict)}'>{html.escape(verdict)}</span> "
         f"{html.escape(str(summary.get('verdict_reason', '')))}</p>",
+        divergence_block(summary),
         f"<p class='identity'>{html.escape(note)}</p>" if note else "",
         *(
             f"<p class='identity'>warning: {html.escape(str(w))}</p>"
             for w in summary.get("warnings", [])
         ),
-        "<dl>"
+        "<h2>Facts</h2><dl>"
         + "".join(
             f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>" for k, v in facts.items()
         )
         + "</dl>",
     ]
+
+
+def collapsed(title: str, body: str, rows: int) -> str:
+    """A long table folded under its title and row count (open it to read)."""
+    return f"<details><summary>{html.escape(title)}: {rows} rows</summary>{body}</details>"
 
 
 MAP_CHECK_COLUMNS = ["severity", "kind", "partition_id", "identifiers", "debug_handles", "message"]
@@ -156,11 +213,7 @@ def render_report(
     graph_view: str = "",
 ) -> str:
     parts = _head(summary)
-    first = summary.get("first_divergence")
-    if first:
-        parts.append("<h2>First divergence</h2>")
-        parts.append(_table([first], list(first)))
-    parts.append(map_check_section(summary))
+    parts.append(map_check_section(summary))  # the first divergence is in _head
     flows = summary.get("control_flow") or []
     if flows:  # the branch each side took at every torch.cond, per sample
         parts.append("<h2>Control flow</h2>")
@@ -171,29 +224,27 @@ def render_report(
         )
     parts.append(graph_view)  # graph_view.render_graph_view: partitions and ops in graph order
     unit = html.escape(str(summary.get("time_unit", "")))
-    parts.append(f"<h2>Slowest ops (p50 in {unit})</h2>")
-    parts.append(
-        _table(
-            summary.get("slowest_ops", []),
-            [
-                "event_name",
-                "op_names",
-                "p50",
-                "delegate_backend_name",
-                "delegate_debug_identifier",
-                "link_source",
-            ],
+    slowest = summary.get("slowest_ops") or []
+    if slowest:
+        parts.append(f"<h2>Slowest ops (p50 in {unit})</h2>")
+        columns = ["event_name", "op_names", "p50", "delegate_backend_name"]
+        parts.append(_table(slowest, [*columns, "delegate_debug_identifier", "link_source"]))
+    largest = summary.get("largest_gaps") or []
+    if largest:
+        parts.append("<h2>Largest gaps</h2>")
+        parts.append(_table(largest, list(largest[0])))
+    if gaps:
+        columns = list(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
+        parts.append(collapsed("Numeric gap", _table(gaps, columns, limit=400), len(gaps)))
+    several = len(summary.get("methods") or []) > 1  # a program with several methods
+    if events:
+        parts.append(
+            collapsed(
+                f"Events (times in {unit})",
+                _table(events, ["method", *EVENT_COLUMNS] if several else EVENT_COLUMNS, limit=400),
+                len(events),
+            )
         )
-    )
-    parts.append("<h2>Largest gaps</h2>")
-    parts.append(
-        _table(summary.get("largest_gaps", []), list((summary.get("largest_gaps") or [{}])[0]))
-    )
-    parts.append("<h2>Numeric gap</h2>")
-    columns = list(dict.fromkeys(key for g in gaps for key in g))  # float and exact rows
-    parts.append(_table(gaps, columns, limit=400))
-    parts.append(f"<h2>Events (times in {unit})</h2>")
-    parts.append(_table(events, EVENT_COLUMNS, limit=400))
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -82,11 +82,10 @@ def plot_top_ops(
         axes.set_title("Slowest ops by p50")
         axes.grid(axis="x", color="#e5e5e5")
         axes.set_axisbelow(True)
-        legend = [
-            Patch(color=DELEGATED_COLOR, label="inside a delegate"),
-            Patch(color=OPERATOR_COLOR, label="operator"),
-        ]
-        axes.legend(handles=legend, loc="lower right")
+        kinds = [(DELEGATED_COLOR, "inside a delegate"), (OPERATOR_COLOR, "operator")]
+        legend = [Patch(color=c, label=name) for c, name in kinds if c in colors]  # drawn only
+        if legend:
+            axes.legend(handles=legend, loc="lower right")
         _save(figure, path)
 
 
@@ -131,15 +130,58 @@ def plot_gap(
         _save(figure, path)
 
 
+def has_inexact(values: list[float], higher_is_better: bool) -> bool:
+    """Whether a gap plot would show anything: some value is not an exact match (SNR = inf for
+    higher-is-better metrics, 0 for errors). An all-exact run is said in words, not drawn."""
+    exact = math.inf if higher_is_better else 0.0
+    return any(v != exact for v in values)
+
+
+def _span(values: list[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return (max(finite) - min(finite)) if len(finite) > 1 else 0.0
+
+
+def merge_close_labels(points: list[Point], tolerance: float = 0.08) -> list[Point]:
+    """Points closer than `tolerance` of the data's span on both axes share one label (on the
+    first of them, the names joined), so labels of near points are not drawn over each other."""
+    x_span = _span([p.x for p in points]) or 1.0
+    y_span = _span([p.y for p in points]) or 1.0
+    owners: list[tuple[Point, list[str]]] = []
+    placed: list[Point] = []
+    for point in points:
+        owner = next(
+            (
+                (head, names)
+                for head, names in owners
+                if abs(head.x - point.x) <= tolerance * x_span
+                and abs(head.y - point.y) <= tolerance * y_span
+            ),
+            None,
+        )
+        if owner is None:
+            owners.append((point, [point.label]))
+        else:
+            owner[1].append(point.label)
+        placed.append(point)
+    shared = {id(head): "; ".join(names) for head, names in owners}
+    return [Point(p.x, p.y, shared.get(id(p), "")) for p in placed]
+
+
 def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, str]) -> None:
-    """Labelled points on two linear axes; non-finite points are left out."""
-    shown = [p for p in points if math.isfinite(p.x) and math.isfinite(p.y)]
+    """Labelled points (a sweep's runs), one colour per point's series; near points share one
+    label; non-finite points are left out."""
+    shown = merge_close_labels([p for p in points if math.isfinite(p.x) and math.isfinite(p.y)])
     with _figure(8.0, 5.0) as figure:
         axes = figure.add_subplot()
-        axes.scatter([p.x for p in shown], [p.y for p in shown], color=DELEGATED_COLOR)
+        palette = matplotlib_colors()
+        for index, p in enumerate(shown):
+            axes.scatter([p.x], [p.y], color=palette[index % len(palette)], gid=f"dot_{index}")
         axes.margins(0.15)
         middle = sum(axes.get_xlim()) / 2
         for index, p in enumerate(shown):
+            if not p.label:
+                continue  # it shares the label of a point next to it
             right_half = p.x > middle  # its label runs leftwards, inside the plot
             axes.annotate(
                 p.label,
@@ -147,6 +189,7 @@ def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, 
                 xytext=(-6 if right_half else 6, 6),
                 textcoords="offset points",
                 ha="right" if right_half else "left",
+                color=palette[index % len(palette)],
                 gid=f"point_{index}",
             )
         axes.set_xlabel(labels[0])
@@ -154,3 +197,12 @@ def plot_points(path: Path, points: list[Point], title: str, labels: tuple[str, 
         axes.set_title(title)
         axes.grid(color="#e5e5e5")
         _save(figure, path)
+
+
+def matplotlib_colors() -> list[str]:
+    """The qualitative palette points are told apart by (matplotlib's tab10)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    tab10 = colormaps["tab10"]
+    return [to_hex(tab10(i)) for i in range(tab10.N)]

@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.compare.exact_compare import EXACT_KEYS
+from stages.analyze.compare.expected_error import EXCESS_DB
 from stages.analyze.compare.numeric_gap import GapRow
 from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
+from stages.analyze.link.node_names import names_of
+from stages.analyze.link.source_frames import user_source_line
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
 
 SUMMARY_FORMAT = "delegate-debugger-summary"
@@ -37,8 +40,16 @@ class RunFiles:
 
 
 def gap_record(
-    row: GapRow, index: ProgramIndex, metric: str, threshold: float | None, diverged: bool
+    row: GapRow,
+    index: ProgramIndex,
+    metric: str,
+    threshold: float | None,
+    diverged: bool,
+    margin: float | None = None,
+    node_names: dict[int, list[str]] | None = None,
 ) -> dict[str, Any]:
+    """One numeric_gap.csv row: the group's ops and placement, its gaps (accumulated, local, and
+    observed vs expected error), whether it diverged, and where it is in the model's source."""
     ops = ops_of(index, row.handles)
     traces = ops["stack_traces"]
     record: dict[str, Any] = {
@@ -64,8 +75,12 @@ def gap_record(
         record[f"local_{name}"] = value
     record["gap_metric"] = metric
     record["threshold"] = threshold
+    record.update(row.budget)  # observed vs expected local error (expected_error.py)
+    record["margin_db"] = margin if EXCESS_DB in row.budget else None
     record["diverged"] = diverged
     record["source_line"] = source_line(traces[-1]) if traces else ""
+    record["user_source_line"] = user_source_line(traces[-1]) if traces else ""
+    record["fault_nodes"] = names_of(node_names or {}, row.handles)
     record["module_hierarchy"] = ops["module_hierarchy"][-1] if ops["module_hierarchy"] else ""
     return record
 
@@ -89,6 +104,8 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         if row.accumulated
         else None,
         "comparison": row.comparison,
+        **{key: finite(value) for key, value in row.budget.items()},
+        "margin_db": verdict.margin if EXCESS_DB in row.budget else None,
         # Integer/bool/index outputs: counted, not measured (stages/analyze/compare/exact_compare.py).
         **{
             f"{prefix}{key}": values[key]
@@ -97,6 +114,7 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
             if row.comparison != "float" and key in values
         },
         "source_line": source_line(traces[-1]) if traces else "",
+        "user_source_line": user_source_line(traces[-1]) if traces else "",
         "module_hierarchy": ops["module_hierarchy"][-1] if ops["module_hierarchy"] else "",
     }
 
@@ -105,7 +123,10 @@ def latency_ms(
     rows: list[EventRow], time_unit: str
 ) -> tuple[float | None, float | None, float | None]:
     """p50/p90 of Method::execute in ms (rows hold `time_unit`) and the delegated share of it."""
-    method = [r for r in rows if r.event_name == METHOD_EVENT and r.durations]
+    analysed = rows[0].method if rows else ""  # several methods: the analysed one comes first
+    method = [
+        r for r in rows if r.event_name == METHOD_EVENT and r.durations and r.method == analysed
+    ]
     if not method:
         return None, None, None
     main = max(method, key=lambda r: len(r.durations))
@@ -113,10 +134,13 @@ def latency_ms(
     delegate = sum(
         r.stat("p50")
         for r in rows
-        if r.event_name == DELEGATE_CALL_EVENT and r.event_block_name == main.event_block_name
+        if r.event_name == DELEGATE_CALL_EVENT
+        and r.event_block_name == main.event_block_name
+        and r.method == analysed
     )
     per_ms = unit_factor(time_unit)
-    return p50 / per_ms, p90 / per_ms, (delegate / p50 if p50 > 0 else None)
+    # Per-call medians summed can exceed the method's median by timer noise: a share is <= 1.
+    return p50 / per_ms, p90 / per_ms, (min(delegate / p50, 1.0) if p50 > 0 else None)
 
 
 def clean(record: dict[str, Any]) -> dict[str, Any]:
@@ -124,11 +148,14 @@ def clean(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
-    """Op events of the timed blocks (not load/init, not the method or delegate wrappers)."""
+    """Op events of the timed blocks (not load/init, not the method or delegate wrappers) of
+    the analysed method (listed first when a program has several)."""
+    analysed = events[0].get("method", "") if events else ""
     ops = [
         e
         for e in events
-        if e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
+        if e.get("method", "") == analysed
+        and e["event_name"] not in (METHOD_EVENT, DELEGATE_CALL_EVENT)
         and e["event_block_name"] != LOAD_BLOCK
         and (e["debug_handles"] or e["is_delegated_op"] or e["instruction_id"] >= 0)
     ]
@@ -171,6 +198,9 @@ def build_summary(
         "op_names",
         metric,
         f"local_{metric}",
+        "observed_snr_db",
+        "expected_snr_db",
+        "excess_db",
         "delegate_debug_identifiers",
         "source_line",
     )
@@ -189,6 +219,8 @@ def build_summary(
         "gap_metric": metric,
         "higher_is_better": verdict.higher_is_better,
         "threshold": verdict.threshold,
+        "verdict_rule": "threshold" if verdict.margin is None else "expected",
+        "margin_db": verdict.margin,
         "first_divergence": first_divergence(verdict, index),
         "latency_p50_ms": p50_ms,
         "latency_p90_ms": p90_ms,

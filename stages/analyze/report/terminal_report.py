@@ -34,6 +34,39 @@ def identity_note(identity: Any) -> str:
     return note + ", shapes and dtypes agree"
 
 
+def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[str]:
+    """The first divergence: its ops, local gap, source lines, module, node names, error budget."""
+    lines: list[str] = []
+    if first:
+        exact = first.get("comparison", "float") != "float"
+        key = "mismatches" if exact else "gap"
+        local = first.get(f"local_{key}", first.get(key)) if exact else first.get("local_gap")
+        lines.append(
+            f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
+            f"local {'mismatches' if exact else metric} {_num(local)}, "
+            f"status {first.get('status')})"
+        )
+        if first.get("source_line"):
+            lines.append(f"   at {first['source_line']}")
+        if first.get("user_source_line"):
+            lines.append(f"   called from {first['user_source_line']}")
+        if first.get("fault_nodes"):
+            lines.append(
+                f"   node {', '.join(first['fault_nodes'])} (as backend.fault.node takes it)"
+            )
+        if first.get("excess_db") is not None:
+            lines.append(
+                f"   local SNR vs the output's variation: observed {_num(first.get('observed_snr_db'))}"
+                f" dB, expected at this precision {_num(first.get('expected_snr_db'))} dB "
+                f"(excess {_num(first.get('excess_db'))} dB > margin {_num(first.get('margin_db'))})"
+            )
+        if first.get("module_hierarchy"):
+            lines.append(f"   module {first['module_hierarchy']}")
+        if first.get("note"):  # a partition compared as a whole, or unobserved inputs
+            lines.append(f"   note: {first['note']}")
+    return lines
+
+
 def format_terminal_report(summary_path: Path) -> str:
     """Plain text read from summary.json, so it is the same wherever the summary came from."""
     s = json.loads(Path(summary_path).read_text())
@@ -42,7 +75,11 @@ def format_terminal_report(summary_path: Path) -> str:
     lines = [
         "",
         f"== analysis: verdict {str(s.get('verdict')).upper()} "
-        f"({metric}, threshold {_num(s.get('threshold'))}) ==",
+        + (
+            f"(observed vs expected error, margin {_num(s.get('margin_db'))} dB) =="
+            if s.get("verdict_rule") == "expected"
+            else f"({metric}, threshold {_num(s.get('threshold'))}) =="
+        ),
     ]
     if s.get("verdict_reason"):
         lines.append(f"   {s['verdict_reason']}")
@@ -56,22 +93,7 @@ def format_terminal_report(summary_path: Path) -> str:
             f"delegated time share {_num(s.get('delegated_time_share'))}; "
             f"partitions {s.get('partitions')}"
         )
-    first = s.get("first_divergence")
-    if first:
-        exact = first.get("comparison", "float") != "float"
-        key = "mismatches" if exact else "gap"
-        local = first.get(f"local_{key}", first.get(key)) if exact else first.get("local_gap")
-        lines.append(
-            f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
-            f"local {'mismatches' if exact else metric} {_num(local)}, "
-            f"status {first.get('status')})"
-        )
-        if first.get("source_line"):
-            lines.append(f"   at {first['source_line']}")
-        if first.get("module_hierarchy"):
-            lines.append(f"   module {first['module_hierarchy']}")
-        if first.get("note"):  # a partition compared as a whole, or unobserved inputs
-            lines.append(f"   note: {first['note']}")
+    lines.extend(_first_divergence_lines(s.get("first_divergence"), metric))
     findings = s.get("delegate_map_check") or []
     if findings:
         kinds = ", ".join(sorted({f"{f['kind']} ({f['severity']})" for f in findings}))
@@ -86,7 +108,7 @@ def format_terminal_report(summary_path: Path) -> str:
             )
     gaps = s.get("largest_gaps", [])
     if not gaps and s.get("compared_outputs"):
-        lines.append(f"largest gaps: none, all {s['compared_outputs']} compared outputs are exact")
+        lines.append(f"largest gaps: none, all {s['compared_outputs']} float outputs are exact")
     if gaps:
         lines.append(f"{'largest gaps':<50}{metric:>12}{'local':>12}")
         for g in gaps:
@@ -96,5 +118,7 @@ def format_terminal_report(summary_path: Path) -> str:
             )
     report = s.get("artifacts", {}).get("report")
     if report:
-        lines.append(f"report: {report}")
+        # A reused analysis's summary names the run dir that wrote it; the copy is beside it.
+        here = Path(summary_path).parent / Path(report).name
+        lines.append(f"report: {here if here.is_file() else report}")
     return "\n".join(lines)

@@ -167,12 +167,12 @@ def tensor_from_buffer(
         raise ETDumpError(f"{where}: tensor sizes {record.sizes} are beyond any real tensor")
     numel = math.prod(record.sizes)
     nbytes = numel * itemsize
+    if numel == 0:  # ExecuTorch logs an empty tensor at offset -1: no bytes, nothing to read
+        return torch.empty(record.sizes, dtype=dtype)
     if record.offset < 0 or record.offset + nbytes > len(buffer):
         raise ETDumpError(
             f"{where}: tensor at offset {record.offset} needs {nbytes} bytes but the buffer has "
             f"{len(buffer)}; pass the debug buffer written with this ETDump"
         )
-    if numel == 0:
-        return torch.empty(record.sizes, dtype=dtype)
     raw = bytearray(buffer[record.offset : record.offset + nbytes])
     return torch.frombuffer(raw, dtype=dtype).reshape(record.sizes)

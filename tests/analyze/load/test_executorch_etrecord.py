@@ -165,6 +165,9 @@ def test_etrecord_without_representative_inputs_is_named(
     from stages.analyze.config import AnalyzeConfig
     from stages.analyze.stage import run_analyze
 
+    # an earlier logging.config call in this process (dictConfig disables existing loggers)
+    # must not hide the warning this test is about
+    logging.getLogger("stages.analyze.load.unused_inputs").disabled = False
     with caplog.at_level(logging.WARNING, logger="stages.analyze"):
         run_analyze(
             AnalyzeConfig(),

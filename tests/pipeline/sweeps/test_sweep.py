@@ -65,7 +65,7 @@ def test_sweep_logs_children_under_one_parent_and_exports_each_model_once(tmp_pa
         assert len(mine) == 2
         assert sum("[export] done" in t for t in mine) == 1, model
         assert sum("[export] reused" in t for t in mine) == 1, model
-    assert "== sweep: 4 jobs, 0 failed ==" in result.stdout
+    assert "== sweep: 4 jobs, 0 failed, 0 failed verdict(s) ==" in result.stdout
 
     # pipeline.tools.compare: the same comparison for runs picked by tags, printed and exported.
     compared = run_module(

@@ -71,3 +71,19 @@ def test_per_op_table_in_ms_with_the_runs_own_gap_direction(
     assert ops["slowest"] == "xnnpack-fp32" and ops["least_accurate"] == least_accurate
     rows = list(csv.DictReader(comparison.runs.open()))
     assert tuple(rows[0]) == RUN_COLUMNS and {r["gap_metric"] for r in rows} == {metric}
+
+
+def test_printed_table_tells_runs_of_one_config_apart(client: MlflowClient, tmp_path: Path) -> None:
+    """Two runs of the same model/backend/precision print alike but for their run ids."""
+    experiment = client.create_experiment("cmp-twice")
+    runs = []
+    for attempt in ("a", "b"):
+        run_dir = _run_dir(tmp_path / attempt, "ms", 1.0, "snr", 40.0, True)
+        tags = {"model": "m", "backend": "xnnpack", "precision": "fp32", "run_dir": str(run_dir)}
+        run = client.create_run(experiment, tags=tags)
+        client.set_terminated(run.info.run_id, "FINISHED")
+        runs.append(client.get_run(run.info.run_id))
+    text = compare_runs(client, runs, tmp_path / "out").text
+    header, *lines = text.splitlines()
+    assert "run_id" in header and len(lines) == 2 and lines[0] != lines[1]
+    assert all(any(r.info.run_id in line for line in lines) for r in runs)

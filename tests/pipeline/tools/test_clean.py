@@ -36,12 +36,15 @@ def test_keep_one_removes_the_older_run_its_cache_entries_and_its_mlflow_run(
     _run(tmp_path, "qnn")
     outputs = tmp_path / "outputs"
     old, new = sorted((outputs / "runs").glob("*/*"), key=lambda p: p.stat().st_mtime)
-    assert (_runs(outputs)[str(old)][0], _runs(outputs)[str(new)][0]) == ("active", "active")
+    before = _runs(outputs)
+    assert (before[str(old)][0], before[str(new)][0]) == ("active", "active")
     entries_before = sorted((outputs / "cache").glob("*/*/record.json"))
     assert len(entries_before) == 7  # one export, two each of lower, run, analyze
 
     dry = run_module("pipeline.tools.clean", "--keep", "1", "--dry-run", cwd=tmp_path, timeout=120)
     assert dry.returncode == 0 and f"would remove {old}" in dry.stdout and old.is_dir()
+    assert f"would delete MLflow run {before[str(old)][1]} (mlp-xnnpack-fp32)" in dry.stdout
+    assert "and 1 MLflow runs" in dry.stdout
 
     cleaned = run_module("pipeline.tools.clean", "--keep", "1", cwd=tmp_path, timeout=120)
     assert cleaned.returncode == 0, cleaned.stderr

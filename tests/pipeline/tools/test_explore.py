@@ -208,3 +208,32 @@ def test_model_explorer_shows_the_model_with_its_overlays(
     if keep := os.environ.get(SCREENSHOT_DIR_ENV):
         for shot in shots:
             shutil.copy(shot, Path(keep) / shot.name)
+
+
+def test_sigterm_removes_the_scratch_copy(
+    tracked_run: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """Stopping the server with SIGTERM (a service manager, `kill`) leaves no temp copy behind."""
+    require_explorer()
+    run_dir = tracked_run[0]
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    log = tmp_path / "explore.log"
+    command = [sys.executable, "-m", "pipeline.tools.explore", str(run_dir), "--no-open"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(scratch_root)}
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [*command, "--port", str(_free_port())], stdout=out, stderr=subprocess.STDOUT, env=env
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while "model: " not in log.read_text():
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        assert list(scratch_root.glob("explore-*")), "the scratch copy was never made"
+        server.terminate()
+        assert server.wait(timeout=60) == 143
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert list(scratch_root.glob("explore-*")) == []

@@ -111,3 +111,20 @@ def test_a_sqlite_store_keeps_artifacts_beside_its_database(
     assert run.info.artifact_uri.startswith((tmp_path / "mlartifacts").as_uri())
     assert (tmp_path / "mlartifacts").is_dir()
     assert not (elsewhere / "mlruns").exists()
+
+
+def test_metrics_and_table_cells_are_rounded_to_what_they_measure(tmp_path: Path) -> None:
+    """Float noise (0.007535999999999999 ms) never reaches the UI; tiny gaps keep their digits."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = MlflowTracker(uri, "exp", artifact_root=(tmp_path / "art").as_uri())
+    tracker.start("r", {}, {}, "a: 1\n")
+    tracker.log_metrics({"analyze.latency_p50_ms": 0.007535999999999999, "gap": 1.23456789e-9})
+    events = tmp_path / "events.csv"
+    events.write_text("event_name,p50,count\nlinear,0.018687099999999999,10\n")
+    tracker.log_table(events, "tables/events.json")
+    tracker.finish(failed=False)
+
+    metrics = MlflowClient(uri).get_run(tracker.run_id).data.metrics
+    assert metrics == {"analyze.latency_p50_ms": 0.007536, "gap": 1.234568e-9}
+    table = json.loads(next((tmp_path / "art").rglob("events.json")).read_text())
+    assert table["data"] == [["linear", 0.0186871, 10]]

@@ -1,0 +1,45 @@
+"""The verdict as an exit code, so CI can gate on it: a FAIL verdict exits 3, apart from errors.
+
+Exit codes of `python -m pipeline`: 0 done (verdict pass or not evaluated, or
+`analyze.fail_exit_code=false`); 1 a stage or a sweep job failed; 2 a usage error (Hydra);
+3 the analysis ran and its verdict is FAIL (in a sweep: some job's verdict, no job failed);
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.outcomes import PipelineResult
+from stages.formats.artifacts import ArtifactName
+
+VERDICT_FAILED_EXIT_CODE = 3
+
+
+def _summary_path(result: PipelineResult) -> Path | None:
+    try:
+        artifacts: Any = result.artifacts("analyze")
+    except KeyError:  # stages=[...] without analyze
+        return None
+    path = getattr(artifacts, "summary", None)
+    return Path(path) if path is not None else result.run_dir / ArtifactName.SUMMARY_JSON
+
+
+def failed_verdict(cfg: DictConfig, result: PipelineResult) -> str | None:
+    """What failed (the verdict's reason and first divergence) when the analysis failed and
+    `analyze.fail_exit_code` is on; None otherwise."""
+    if not bool(OmegaConf.select(cfg, "analyze.fail_exit_code", default=True)):
+        return None
+    path = _summary_path(result)
+    if path is None or not path.is_file():
+        return None
+    summary = json.loads(path.read_text())
+    if summary.get("verdict") != "fail":
+        return None
+    first = summary.get("first_divergence") or {}
+    where = f"first divergence {'+'.join(first['op_names'])}" if first.get("op_names") else ""
+    return "; ".join(p for p in (str(summary.get("verdict_reason", "")), where) if p)

@@ -1,0 +1,194 @@
+"""What the run's precision alone should cost at each op, and how far the observed error exceeds it.
+
+A group's reference ops are re-run on the runtime's own inputs twice: at fp32 (the local
+reference) and emulated at the run's precision (`PrecisionEmulation`: inputs and constants
+stored at the precision, weights of int8 anchor ops quantized per channel, every op output
+rounded; int8 scales calibrated on the ETRecord's representative inputs, as a backend
+calibrates). The verdict then asks whether the observed local error exceeds that expected
+error (plus a floor of the precision's resolution at the output's scale) by a margin in dB.
+Errors are shown against the output's variation (not its whole power), so a constant level
+does not hide an error; the floor keeps tiny, near-cancelling outputs from failing on noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+from stages.backends.op_support import ANCHORS
+from stages.backends.precision_emulation import (
+    INT8_MAX,
+    quantize_per_channel,
+    round_to_precision,
+)
+from stages.formats.closed_sets import Precision
+from stages.formats.op_encoding import op_name
+
+# The relative step of each precision: one ulp at 1.0 (fp32, fp16), one int8 step of max |x|.
+RESOLUTION: dict[str, float] = {
+    Precision.fp32: 2.0**-23,
+    Precision.fp16: 2.0**-10,
+    Precision.int8: 1.0 / INT8_MAX,
+}
+# Keys a GapRow's `budget` holds (numeric_gap.csv and summary.json columns).
+OBSERVED_DB, EXPECTED_DB, EXCESS_DB = "observed_snr_db", "expected_snr_db", "excess_db"
+# The accumulated error (runtime vs the reference on the ETRecord's inputs) against variation.
+ACCUMULATED_DB = "accumulated_snr_db"
+
+
+class ExpectedErrorConfigError(ValueError):
+    """analyze.margins or analyze.floor_units lack the run's precision."""
+
+
+def per_precision(values: Mapping[Any, float], precision: str, option: str) -> float:
+    """A per-precision option's value (keys are Precision members or strings)."""
+    by_name = {str(k): float(v) for k, v in values.items()}
+    if precision not in by_name:
+        raise ExpectedErrorConfigError(
+            f"{option} has no entry for precision {precision!r} (has {sorted(by_name)}); "
+            f"add {option}.{precision}=VALUE"
+        )
+    return by_name[precision]
+
+
+def _weight_arg(node: torch.fx.Node) -> Any:
+    """The weight operand of an int8 anchor op (what a backend quantizes per channel)."""
+    name = op_name(node.target)
+    if name not in ANCHORS:
+        return None
+    index = 2 if name == "aten.addmm.default" else 1
+    return node.args[index] if len(node.args) > index else None
+
+
+def constant_placeholders(program: ExportedProgram) -> frozenset[str]:
+    """Names of the placeholders that hold parameters, buffers and lifted constants."""
+    return frozenset(
+        spec.arg.name
+        for spec in program.graph_signature.input_specs
+        if spec.kind.name != "USER_INPUT" and hasattr(spec.arg, "name")
+    )
+
+
+def max_abs_ranges(env: Mapping[torch.fx.Node, Any], ranges: dict[torch.fx.Node, float]) -> None:
+    """Fold one sample's reference values into per-node max |finite value| (int8 calibration)."""
+    for node, value in env.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+            finite = value.detach()[torch.isfinite(value)]
+            if finite.numel():
+                ranges[node] = max(ranges.get(node, 0.0), float(finite.abs().max()))
+
+
+@dataclass
+class PrecisionEmulation:
+    """Rounds a group's inputs, constants and op outputs as a backend at `precision` stores them."""
+
+    precision: str
+    constants: frozenset[str] = frozenset()
+    ranges: dict[torch.fx.Node, float] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """fp32 costs nothing to emulate: its expected error is zero (the floor remains)."""
+        return self.precision in (Precision.fp16, Precision.int8)
+
+    def weights(self, members: Iterable[torch.fx.Node]) -> set[torch.fx.Node]:
+        """Constant weights of the int8 anchor ops among `members` (quantized per channel)."""
+        if self.precision != Precision.int8:
+            return set()
+        found = {_weight_arg(n) for n in members if n.op == "call_function"}
+        return {w for w in found if isinstance(w, torch.fx.Node) and w.name in self.constants}
+
+    def stored(self, node: torch.fx.Node, value: Any, weights: Collection[torch.fx.Node]) -> Any:
+        """A value from outside the group as the backend holds it."""
+        if node in weights and isinstance(value, torch.Tensor) and value.dim() >= 2:
+            q, scales = quantize_per_channel(value.float())
+            shape = [-1] + [1] * (value.dim() - 1)
+            return (q.to(torch.float32) * scales.reshape(shape)).to(value.dtype)
+        if node.name in self.constants and self.precision == Precision.int8:
+            return value  # biases and other constants stay wide in int8 backends
+        return self.rounded(node, value)
+
+    def rounded(self, node: torch.fx.Node, value: Any) -> Any:
+        """An op output (or input) rounded to the precision (int8: its calibrated scale)."""
+        if isinstance(value, list | tuple):
+            return type(value)(self.rounded(node, v) for v in value)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+            return value
+        scale = None
+        if self.precision == Precision.int8:
+            top = self.ranges.get(node)
+            if top is None:
+                finite = value.detach()[torch.isfinite(value)]
+                top = float(finite.abs().max()) if finite.numel() else 0.0
+            if not top:
+                return value
+            scale = top / INT8_MAX
+        return round_to_precision(value, self.precision, scale).to(value.dtype)
+
+
+def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().double().flatten() for t in tensors])
+
+
+def _mean_square_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Mean (a − b)² where the same ±inf/NaN on both sides counts as equal."""
+    d = a - b
+    if not bool(torch.isfinite(d).all()):
+        same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+        d = torch.where(same, torch.zeros_like(d), d)
+    return float(torch.dot(d, d)) / d.numel() if d.numel() else 0.0
+
+
+def _db(signal: float, noise: float) -> float:
+    if noise == 0.0 or math.isnan(noise):
+        return math.inf if noise == 0.0 else -math.inf
+    if math.isinf(noise):
+        return -math.inf
+    return 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def error_budget(
+    runtime: Sequence[torch.Tensor],
+    local: Sequence[torch.Tensor],
+    expected: Sequence[torch.Tensor] | None,
+    precision: str,
+    floor_units: float,
+) -> dict[str, float]:
+    """Observed and expected local error as SNR against the output's variation, and the excess.
+
+    excess_db = 10·log10(observed MSE / (expected MSE + floor²)); floor = floor_units × the
+    precision's resolution × max |local reference|. Non-finite runtime values give +inf."""
+    rt, ref = _flat(runtime), _flat(local)
+    observed = _mean_square_error(rt, ref)
+    expected_mse = _mean_square_error(_flat(expected), ref) if expected else 0.0
+    finite = ref[torch.isfinite(ref)]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    variation = float(finite.var(unbiased=False)) if finite.numel() > 1 else 0.0
+    signal = variation if variation > 0 else scale * scale
+    floor = (floor_units * RESOLUTION.get(precision, RESOLUTION[Precision.fp32]) * scale) ** 2
+    allowed = expected_mse + floor
+    if observed == 0.0:
+        excess = -math.inf
+    elif math.isnan(observed) or math.isinf(observed) or allowed == 0.0:
+        excess = math.inf
+    else:
+        excess = 10.0 * math.log10(observed / allowed)
+    return {
+        OBSERVED_DB: _db(signal, observed),
+        EXPECTED_DB: _db(signal, allowed),
+        EXCESS_DB: excess,
+    }
+
+
+def variation_snr(runtime: Sequence[torch.Tensor], reference: Sequence[torch.Tensor]) -> float:
+    """Error against the reference's variation in dB (its max |value| when it is constant)."""
+    rt, ref = _flat(runtime), _flat(reference)
+    finite = ref[torch.isfinite(ref)]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    variation = float(finite.var(unbiased=False)) if finite.numel() > 1 else 0.0
+    return _db(variation if variation > 0 else scale * scale, _mean_square_error(rt, ref))

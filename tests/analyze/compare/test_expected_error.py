@@ -1,0 +1,117 @@
+"""Each op judged against its own expected error (issue 24.1): the metric, the emulation, and the
+verdict on real runs (a 1% error at fp16 and 5% at int8 caught; the same clean runs pass)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from stages.analyze.compare.comparators import SNR
+from stages.analyze.compare.expected_error import (
+    EXCESS_DB,
+    EXPECTED_DB,
+    OBSERVED_DB,
+    PrecisionEmulation,
+    error_budget,
+)
+from stages.analyze.compare.verdict_budget import verdict_budget
+from stages.analyze.config import AnalyzeConfig, VerdictRule
+from stages.backends.precision_emulation import round_to_precision
+from tests.helpers.analyze_runs import RunTiny, read_summary
+
+
+def _int8(x: torch.Tensor) -> torch.Tensor:
+    return round_to_precision(x, "int8", float(x.abs().max()) / 127.0)
+
+
+def test_a_constant_level_does_not_hide_an_error() -> None:
+    """A smooth sigmoid-like map (mean 0.49, small variation) transposed: its whole-power SNR
+    stays over the old int8 threshold, but the error is as large as the map's variation."""
+    grid = torch.linspace(0, 3, 16)
+    reference = (0.49 + 0.04 * torch.outer(torch.sin(grid), torch.cos(0.7 * grid)))[None, None]
+    clean = _int8(reference)
+    transposed = clean.transpose(-1, -2).contiguous()
+    faulty = error_budget([transposed], [reference], [clean], "int8", 0.25)
+    healthy = error_budget([clean], [reference], [clean], "int8", 0.25)
+    assert faulty[OBSERVED_DB] < 3.0  # error as large as the variation
+    assert faulty[EXCESS_DB] > 15.0 and healthy[EXCESS_DB] <= 0.0
+    assert healthy[EXPECTED_DB] <= healthy[OBSERVED_DB]  # expected = rounding + the floor
+    assert SNR().compare(transposed, reference) > 26.0  # the whole power hides it (old rule)
+
+
+def test_tiny_near_cancelling_outputs_are_judged_against_the_floor() -> None:
+    """Two small logits off by a third of an int8 step of their scale: under the floor only when
+    the floor is that large; an error of five steps is not."""
+    reference = torch.tensor([-0.025, -0.152])
+    step = 0.152 / 127
+    slightly = reference + torch.tensor([step / 3, -step / 3])
+    assert error_budget([slightly], [reference], None, "int8", 0.5)[EXCESS_DB] < 0.0
+    assert error_budget([reference + 5 * step], [reference], None, "int8", 0.5)[EXCESS_DB] > 6.0
+
+
+def test_fp32_exactness_stays_exact_and_any_nan_fails() -> None:
+    x = torch.randn(4, 8)
+    exact = error_budget([x.clone()], [x], None, "fp32", 256.0)
+    assert exact[OBSERVED_DB] == math.inf and exact[EXCESS_DB] == -math.inf
+    broken = x.clone()
+    broken[0, 0] = math.nan
+    assert error_budget([broken], [x], None, "fp32", 256.0)[EXCESS_DB] == math.inf
+    masked = torch.tensor([0.0, -math.inf, 1.0])  # the same -inf on both sides is no error
+    assert error_budget([masked.clone()], [masked], None, "fp32", 256.0)[EXCESS_DB] == -math.inf
+
+
+def test_the_emulation_quantizes_weights_per_channel_and_rounds_outputs() -> None:
+    graph = torch.fx.Graph()
+    x, w = graph.placeholder("x"), graph.placeholder("p_weight")
+    linear = graph.call_function(torch.ops.aten.linear.default, (x, w))
+    emulation = PrecisionEmulation("int8", frozenset({"p_weight"}), {x: 2.0, linear: 4.0})
+    assert emulation.weights([linear]) == {w}
+    weight = torch.randn(4, 8)
+    stored = emulation.stored(w, weight, {w})
+    steps = stored / (weight.abs().amax(dim=1, keepdim=True) / 127)
+    assert torch.allclose(steps, steps.round(), atol=1e-4) and not torch.equal(stored, weight)
+    out = emulation.rounded(linear, torch.tensor([1.0, 0.01]))
+    assert torch.allclose(out, torch.tensor([round(127 / 4) * 4 / 127, 0.0]))
+    half = PrecisionEmulation("fp16")
+    value = torch.tensor([1.0 + 2.0**-12])
+    assert half.rounded(x, value).item() == 1.0 and not PrecisionEmulation("fp32").active
+
+
+def test_margins_and_floors_come_from_the_config_per_precision() -> None:
+    cfg = AnalyzeConfig()
+    assert verdict_budget(cfg, "fp16").margin == 10.0
+    assert verdict_budget(replace(cfg, verdict_rule=VerdictRule.threshold), "int8").margin is None
+    with pytest.raises(ValueError, match=r"analyze.margins.int8=VALUE"):
+        verdict_budget(replace(cfg, margins={"fp32": 1.0}), "int8")  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("backend", "precision", "value"), [("qnn", "fp16", "1.01"), ("xnnpack", "int8", "1.05")]
+)
+def test_small_scale_errors_the_thresholds_missed_are_caught(
+    run_tiny: RunTiny, backend: str, precision: str, value: str
+) -> None:
+    common = ("mlp", f"backend={backend}", f"backend.precision={precision}")
+    clean = read_summary(run_tiny(f"clean-budget-{backend}-{precision}", *common))
+    assert clean["verdict"] == "pass" and clean["verdict_rule"] == "expected"
+    run_dir = run_tiny(
+        f"scale-budget-{backend}-{precision}",
+        *common,
+        "backend.fault.node=linear_2",
+        "backend.fault.kind=scale",
+        f"backend.fault.value={value}",
+    )
+    summary = read_summary(run_dir)
+    first = summary["first_divergence"]
+    assert summary["verdict"] == "fail" and "linear_2" in first["op_names"]  # or its kernel
+    # observed vs expected, per op, in summary.json and numeric_gap.csv
+    assert first[EXCESS_DB] > summary["margin_db"]
+    assert first[OBSERVED_DB] < first[EXPECTED_DB] - summary["margin_db"]
+    rows = list(csv.DictReader((run_dir / "numeric_gap.csv").open()))
+    assert {OBSERVED_DB, EXPECTED_DB, EXCESS_DB, "margin_db"} <= set(rows[0])
+    flagged = [r["op_names"] for r in rows if r["diverged"] == "True"]
+    assert "linear_2" in flagged[0]

@@ -1,0 +1,39 @@
+"""Third-party noise stays off the terminal and in the run's log file; our warnings and every
+error still print."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from pipeline.tracking.dependency_logs import is_dependency_noise
+from tests.helpers.cli_runner import run_module
+from tests.helpers.optional import require_executorch
+
+
+def _record(name: str, level: int, message: str) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, message, None, None)
+
+
+def test_dependency_warnings_are_noise_ours_and_errors_are_not() -> None:
+    site = "/usr/lib/python3/site-packages/executorch/exir/x.py:10: FutureWarning: old"
+    assert is_dependency_noise(_record("py.warnings", logging.WARNING, site))
+    assert is_dependency_noise(_record("torch.utils._pytree", logging.WARNING, "Enum"))
+    assert is_dependency_noise(_record("executorch.native", logging.INFO, "[cpuinfo_utils.cpp:71]"))
+    ours = f"{Path.cwd() / 'my_model.py'}:3: UserWarning: check your input"
+    assert not is_dependency_noise(_record("py.warnings", logging.WARNING, ours))
+    assert not is_dependency_noise(_record("pipeline", logging.WARNING, "a fault changes nothing"))
+    assert not is_dependency_noise(_record("torch", logging.ERROR, "a real failure"))
+
+
+def test_executorch_run_prints_no_third_party_warnings_and_logs_them(tmp_path: Path) -> None:
+    require_executorch()
+    run_dir = tmp_path / "run"
+    args = ["model=mlp", "backend=executorch_xnnpack", "tracking=none", f"hydra.run.dir={run_dir}"]
+    proc = run_module("pipeline", *args, cwd=tmp_path, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    for noise in ("FutureWarning", "cpuinfo_utils", "_pytree"):
+        assert noise not in out, out
+    log = (run_dir / "delegate-debugger.log").read_text()
+    assert "FutureWarning" in log and "cpuinfo_utils" in log

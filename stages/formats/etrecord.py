@@ -199,21 +199,7 @@ class ETRecord:
                 f"{path}: ETRecord version {marker.get('version')!r} is not supported "
                 f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
             )
-        if (PROGRAM_MEMBER in names) == (PROGRAM_REF_MEMBER in names):
-            raise ETRecordError(
-                f"{path}: ETRecord must hold exactly one of {PROGRAM_MEMBER} (the program) and "
-                f"{PROGRAM_REF_MEMBER} (its hash); re-run the lower stage to write it again"
-            )
-        program_file: str | None = None
-        if PROGRAM_MEMBER in names:
-            program = archive.read(PROGRAM_MEMBER)
-            check_pt2_members(program, f"{path} member {PROGRAM_MEMBER}")
-        else:
-            reference = _json(archive, PROGRAM_REF_MEMBER, path)
-            program, program_file = read_referenced_program(reference, path, program_path)
-            check_pt2_members(
-                program, f"{path}'s referenced program {program_path or program_file}"
-            )
+        program, program_file = _reference_program(archive, names, path, program_path)
         inputs = _samples(archive.read(INPUTS_MEMBER), f"{path} member {INPUTS_MEMBER}")
         outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path} member {OUTPUTS_MEMBER}")
         handles = {
@@ -275,6 +261,25 @@ def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRec
     record.program_file = None
     record.save(out)
     return record
+
+
+def _reference_program(
+    archive: BoundedZip, names: set[str], path: Path, program_path: Path | None
+) -> tuple[bytes, str | None]:
+    """The embedded program, or the referred-to one (hash verified) and its file name."""
+    if (PROGRAM_MEMBER in names) == (PROGRAM_REF_MEMBER in names):
+        raise ETRecordError(
+            f"{path}: ETRecord must hold exactly one of {PROGRAM_MEMBER} (the program) and "
+            f"{PROGRAM_REF_MEMBER} (its hash); re-run the lower stage to write it again"
+        )
+    if PROGRAM_MEMBER in names:
+        program = archive.read(PROGRAM_MEMBER)
+        check_pt2_members(program, f"{path} member {PROGRAM_MEMBER}")
+        return program, None
+    reference = _json(archive, PROGRAM_REF_MEMBER, path)
+    program, program_file = read_referenced_program(reference, path, program_path)
+    check_pt2_members(program, f"{path}'s referenced program {program_path or program_file}")
+    return program, program_file
 
 
 def _tensor_bytes(samples: Samples) -> bytes:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stages.export.config import ExportConfig, InputsConfig, InputSpec, ModelConfig
 from stages.export.stage import run_export
+from stages.formats.closed_sets import Precision
 from stages.lower.config import BackendConfig
 from stages.lower.stage import run_lower
 
@@ -39,7 +40,7 @@ def main() -> None:
             run_dir.mkdir()
             start = time.perf_counter()
             lowered = run_lower(
-                BackendConfig(name=name, _target_=target, precision=precision),
+                BackendConfig(name=name, _target_=target, precision=Precision(precision)),
                 exported.exported_program,
                 exported.inputs,
                 exported.reference_outputs,

@@ -36,7 +36,10 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 ENV.pop("MLFLOW_TRACKING_URI", None)
 OURS = [sys.executable, "-m", "pipeline", "model=vit", "backend=xnnpack"]
-STAGE_ROW = re.compile(r"^(export|lower|run|analyze)\s+(done|reused)\s+([\d.]+)$", re.M)
+# a stage row of the run summary: name, status, seconds, then the torch thread count
+STAGE_ROW = re.compile(
+    r"^(export|lower|run|analyze)\s+(done|reused)\s+([\d.]+)(?:\s+\d+)?\s*$", re.M
+)
 
 
 def _timed(command: list[str], cwd: Path, env: dict[str, str] = ENV) -> tuple[float, str]:

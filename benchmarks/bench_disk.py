@@ -8,6 +8,7 @@ each in a fresh directory; hard-linked files count once (as `du` counts them).
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -66,4 +67,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

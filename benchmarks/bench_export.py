@@ -6,6 +6,7 @@ then the reused run, each measured in this one invocation.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import tempfile
@@ -123,4 +124,7 @@ def main() -> Mapping[str, float]:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

@@ -16,6 +16,7 @@ changes nothing) or crashed. Outcomes are counted, not timed.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -155,5 +156,8 @@ def main(limit: int | None) -> int:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    sys.exit(main(int(args[args.index("--limit") + 1]) if "--limit" in args else None))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--limit", type=int, help="run only the first LIMIT faults")
+    sys.exit(main(parser.parse_args().limit))

@@ -5,12 +5,14 @@ python benchmarks/bench_lower.py
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from pathlib import Path
 
 from stages.export.config import ExportConfig, InputsConfig, InputSpec, ModelConfig
 from stages.export.stage import run_export
+from stages.formats.closed_sets import Precision
 from stages.lower.config import BackendConfig
 from stages.lower.stage import run_lower
 
@@ -32,20 +34,18 @@ def main() -> None:
     start = time.perf_counter()
     exported = run_export(VIT, InputsConfig(), ExportConfig(), work)
     print(f"{'export (whole stage)':>28}: {time.perf_counter() - start:6.2f} s")
-    assert exported.etrecord is not None
     for name, (target, precisions) in BACKENDS.items():
         for precision in precisions:
             run_dir = work / f"{name}-{precision}"
             run_dir.mkdir()
-            etrecord = run_dir / "etrecord.zip"
-            etrecord.write_bytes(exported.etrecord.read_bytes())
             start = time.perf_counter()
             lowered = run_lower(
-                BackendConfig(name=name, _target_=target, precision=precision),
+                BackendConfig(name=name, _target_=target, precision=Precision(precision)),
                 exported.exported_program,
-                etrecord,
                 exported.inputs,
+                exported.reference_outputs,
                 run_dir,
+                model_name=VIT.name,
             )
             seconds = time.perf_counter() - start
             m = lowered.metrics
@@ -58,4 +58,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

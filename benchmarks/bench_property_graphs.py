@@ -10,6 +10,7 @@ derandomized, so the same N draws the same graphs.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -59,4 +60,8 @@ def main(examples: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 500))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("examples", type=int, nargs="?", default=500, help="graphs to draw")
+    sys.exit(main(parser.parse_args().examples))

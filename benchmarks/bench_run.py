@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import statistics
 import tempfile
@@ -130,4 +131,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

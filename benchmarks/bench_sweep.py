@@ -9,6 +9,7 @@ Each variant runs in a fresh working directory (own MLflow store and cache) as a
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -63,4 +64,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     main()

@@ -10,6 +10,7 @@ are shared through a stage cache in a temp dir.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -56,4 +57,8 @@ def main(tiny: bool) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main("--tiny" in sys.argv[1:]))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tiny", action="store_true", help="the tests' tiny zoo configs")
+    sys.exit(main(parser.parse_args().tiny))

@@ -10,8 +10,8 @@ then Inspector: its event table and the SNR numeric gap. Prints per-step seconds
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -69,4 +69,8 @@ def main(work: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("work_dir", type=Path, help="where the .pte, ETRecord and ETDump go")
+    main(parser.parse_args().work_dir)

@@ -6,11 +6,12 @@ Prints one JSON line: seconds per calculate_numeric_gap call, rows, Inspector co
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -21,8 +22,7 @@ from executorch.extension.pybindings.portable_lib import _load_for_executorch_fr
 from stages.export.zoo.vit import build_vit
 
 
-def main() -> None:
-    kwargs = json.loads(sys.argv[1])
+def main(kwargs: dict[str, Any]) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench_et_gap_"))
     torch.manual_seed(0)
     model = build_vit(**kwargs).eval()
@@ -57,4 +57,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("vit_kwargs", type=json.loads, help="build_vit keyword arguments as JSON")
+    main(parser.parse_args().vit_kwargs)

@@ -70,13 +70,15 @@ def env_threads() -> int | None:
         return None
 
 
-def choose_threads() -> int:
-    """Torch's intra-op threads for the next stage: $OMP_NUM_THREADS, else the cores free now."""
+def choose_threads(timed: bool = False) -> int:
+    """Torch's intra-op threads for the next stage: $OMP_NUM_THREADS, else for a timed stage
+    every core it is allotted (so its timings compare across runs, whatever the load), else
+    the cores free now."""
     from_env = env_threads()
     if from_env is not None:
         return from_env
     cores = usable_cores() if _ceiling is None else min(usable_cores(), _ceiling)
-    return free_cores(cores, runnable_elsewhere())
+    return cores if timed else free_cores(cores, runnable_elsewhere())
 
 
 def apply_threads(threads: int) -> None:

@@ -94,7 +94,7 @@ def _run_stage(
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
-    threads = choose_threads()
+    threads = choose_threads(timed=spec.timed)
     if spec.timed:
         config_slice["torch_threads"] = threads
     fingerprint = compute_fingerprint(config_slice, inputs, (spec.entry_module,))

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from stages.formats.atomic_write import write_text_atomic
 
 FAILED_JOB_MARKER = ".pipeline/job_failed.json"
 FAILED_VERDICT_MARKER = ".pipeline/verdict_failed.json"
+
+Marker = TypeVar("Marker")
 
 
 @dataclass(frozen=True)
@@ -20,19 +23,6 @@ class FailedJob:
     model: str
     backend: str
     error: str
-
-
-def record_failed_job(job_dir: Path, job: FailedJob) -> None:
-    """Write the marker into the job's own dir (every launcher gives each job one)."""
-    marker = job_dir / FAILED_JOB_MARKER
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(marker, json.dumps(asdict(job)))
-
-
-def failed_jobs(sweep_dir: Path) -> list[FailedJob]:
-    """The failed jobs of a sweep, in job-dir order."""
-    markers = sorted(sweep_dir.glob(f"*/{FAILED_JOB_MARKER}"))
-    return [FailedJob(**json.loads(m.read_text())) for m in markers]
 
 
 @dataclass(frozen=True)
@@ -45,13 +35,29 @@ class FailedVerdict:
     reason: str
 
 
-def record_failed_verdict(job_dir: Path, verdict: FailedVerdict) -> None:
-    marker = job_dir / FAILED_VERDICT_MARKER
+def _write(job_dir: Path, name: str, record: Any) -> None:
+    """Write a marker into the job's own dir (every launcher gives each job one)."""
+    marker = job_dir / name
     marker.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(marker, json.dumps(asdict(verdict)))
+    write_text_atomic(marker, json.dumps(asdict(record)))
+
+
+def _read(sweep_dir: Path, name: str, kind: type[Marker]) -> list[Marker]:
+    """The markers of one kind in a sweep, in job-dir order."""
+    return [kind(**json.loads(m.read_text())) for m in sorted(sweep_dir.glob(f"*/{name}"))]
+
+
+def record_failed_job(job_dir: Path, job: FailedJob) -> None:
+    _write(job_dir, FAILED_JOB_MARKER, job)
+
+
+def failed_jobs(sweep_dir: Path) -> list[FailedJob]:
+    return _read(sweep_dir, FAILED_JOB_MARKER, FailedJob)
+
+
+def record_failed_verdict(job_dir: Path, verdict: FailedVerdict) -> None:
+    _write(job_dir, FAILED_VERDICT_MARKER, verdict)
 
 
 def failed_verdicts(sweep_dir: Path) -> list[FailedVerdict]:
-    """The jobs of a sweep whose verdict failed, in job-dir order."""
-    markers = sorted(sweep_dir.glob(f"*/{FAILED_VERDICT_MARKER}"))
-    return [FailedVerdict(**json.loads(m.read_text())) for m in markers]
+    return _read(sweep_dir, FAILED_VERDICT_MARKER, FailedVerdict)

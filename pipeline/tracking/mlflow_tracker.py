@@ -23,7 +23,7 @@ from pipeline.cache.fingerprint import flatten_config
 from pipeline.cache.hard_links import link_or_copy
 from pipeline.tracking.dependency_logs import quiet_dependency_logs
 from pipeline.tracking.liveness import mark_dead_runs_killed, process_tags
-from pipeline.tracking.store import sqlite_database
+from pipeline.tracking.store import artifact_root_for, sqlite_database
 from pipeline.tracking.tables import log_csv_table, shown_float
 from pipeline.tracking.ui_links import LOCAL_UI, runs_page_url
 
@@ -131,7 +131,10 @@ def ensure_experiment(uri: str, experiment: str, artifact_root: str | None = Non
         found = client.get_experiment_by_name(experiment)
         if found is not None:
             return str(found.experiment_id)
-        location = f"{artifact_root}/{experiment}" if artifact_root else None
+        # A sqlite store keeps its artifacts beside its database, never in ./mlruns of
+        # whatever directory the command ran in.
+        root = artifact_root or artifact_root_for(uri)
+        location = f"{root}/{experiment}" if root else None
         return str(client.create_experiment(experiment, artifact_location=location))
 
 

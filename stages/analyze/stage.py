@@ -445,6 +445,21 @@ def _add_map_check(
     summary["not_evaluated"] = report_unused(items)
 
 
+def _link_facts(
+    summary: dict[str, Any], verdict: Verdict, found: _Gaps, linked: _Linked, events: list[Any]
+) -> None:
+    """What linking found, into the summary: link sources, recovery, map check, methods."""
+    _complete_summary(summary, verdict, found, linked)
+    summary["link_sources"] = link_source_counts(events)
+    if linked.recovery is not None:
+        summary["xnnpack_recovery"] = linked.recovery.record()
+    _add_map_check(summary, linked, verdict, found.not_evaluated)
+    summary["warnings"] = linked.warnings + summary.get("warnings", [])
+    summary["methods"] = [p.name for p in linked.methods if p.name]
+    analysed = (p.name for p in linked.methods if p.analysed and linked.index.linked)
+    summary["method"] = next(analysed, "")
+
+
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
 def run_analyze(
     cfg: AnalyzeConfig,
@@ -487,14 +502,7 @@ def run_analyze(
         cfg.time_unit,
         cfg.top_k,
     )
-    _complete_summary(summary, verdict, found, linked)
-    summary["link_sources"] = link_source_counts(events)
-    if linked.recovery is not None:
-        summary["xnnpack_recovery"] = linked.recovery.record()
-    _add_map_check(summary, linked, verdict, found.not_evaluated)
-    summary["warnings"] = linked.warnings + summary.get("warnings", [])
-    summary["methods"] = [p.name for p in linked.methods if p.name]
-    summary["method"] = next((p.name for p in linked.methods if p.analysed and index.linked), "")
+    _link_facts(summary, verdict, found, linked, events)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

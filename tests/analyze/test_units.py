@@ -1,5 +1,5 @@
-"""Numbers say their unit: latency_*_ms is in ms whatever analyze.time_unit, and the run stage
-and the analysis agree on p50/p90 of the same ETDump (one percentile function)."""
+"""Numbers say their unit: latency_*_ms is in ms whatever analyze.time_unit, and the run stage's
+minimum sits under the analysis's p50/p90 of the same ETDump."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ def test_latency_is_in_ms_and_the_run_and_analyze_stages_agree(
     run_metrics = result.artifacts("run").metrics
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert summary["time_unit"] == "us"
-    for name in ("latency_p50_ms", "latency_p90_ms"):
-        assert summary[name] == pytest.approx(run_metrics[name], rel=1e-9), name
+    # The run stage logs only its minimum (p50/p90 are the analysis's, one name each).
+    assert "latency_p50_ms" not in run_metrics
+    assert run_metrics["latency_min_ms"] <= summary["latency_p50_ms"] <= summary["latency_p90_ms"]
     with (result.run_dir / "events.csv").open() as fh:
         method = [
             e

@@ -78,3 +78,16 @@ def test_cli_entry_keeps_a_wait_policy_the_user_chose() -> None:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "ACTIVE"
+
+
+def test_a_timed_stage_takes_its_allotted_cores_whatever_the_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(cpu_threads, "_ceiling", None)
+    monkeypatch.setattr(cpu_threads, "usable_cores", lambda: 4)
+    monkeypatch.setattr(cpu_threads, "runnable_elsewhere", lambda: 3)  # a busy machine
+    assert cpu_threads.choose_threads() == 1  # untimed stages leave the busy cores alone
+    assert cpu_threads.choose_threads(timed=True) == 4  # timings comparable across runs
+    cpu_threads.limit_threads(2)  # a sweep job's share
+    assert cpu_threads.choose_threads(timed=True) == 2

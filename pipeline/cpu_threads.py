@@ -1,7 +1,7 @@
 """Torch's CPU threads on a shared machine: waiting threads sleep, and only free cores are used.
 
-On a busy machine torch's OpenMP threads spin-waiting against each other and against other
-processes multiplied the analyze stage's CPU time by 4 (benchmarks/RESULTS.md).
+On a busy machine torch's OpenMP threads spin-wait against each other and against other
+processes; passive waiting and a thread count that fits the free cores avoid that.
 """
 
 from __future__ import annotations

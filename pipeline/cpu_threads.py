@@ -1,4 +1,5 @@
-"""Torch's CPU threads on a shared machine: waiting threads sleep, and only free cores are used.
+"""Torch's CPU threads on a shared machine: waiting threads sleep; untimed stages use the free
+cores, the timed run stage every core it is allotted (its timings stay comparable).
 
 On a busy machine torch's OpenMP threads spin-wait against each other and against other
 processes; passive waiting and a thread count that fits the free cores avoid that.

@@ -26,7 +26,7 @@ def _step(name: str) -> None:
     _last = now
 
 
-def main(work: Path) -> None:
+def main(work: Path, dim: int = 192, heads: int = 3, debug_buffer_mb: int = 256) -> None:
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools import Inspector
@@ -38,7 +38,9 @@ def main(work: Path) -> None:
     _step("import")
     work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    model = build_vit(image_size=224, patch_size=16, num_classes=1000, dim=192, depth=12, heads=3)
+    model = build_vit(
+        image_size=224, patch_size=16, num_classes=1000, dim=dim, depth=12, heads=heads
+    )
     x = torch.randn(1, 3, 224, 224)
     exported = torch.export.export(model.eval(), (x,))
     _step("export")
@@ -52,7 +54,7 @@ def main(work: Path) -> None:
     etrecord.save(str(work / "etrecord.bin"))
     _step("lower")
     module = _load_for_executorch_from_buffer(
-        program.buffer, enable_etdump=True, debug_buffer_size=256 * 1024 * 1024
+        program.buffer, enable_etdump=True, debug_buffer_size=debug_buffer_mb * 1024 * 1024
     )
     module.run_method("forward", (x,))
     module.write_etdump_result_to_file(str(work / "etdump.etdp"), str(work / "debug.bin"))
@@ -73,4 +75,8 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("work_dir", type=Path, help="where the .pte, ETRecord and ETDump go")
-    main(parser.parse_args().work_dir)
+    parser.add_argument("--dim", type=int, default=192, help="ViT width (192 Ti, 384 S, 768 B)")
+    parser.add_argument("--heads", type=int, default=3, help="attention heads")
+    parser.add_argument("--debug-buffer-mb", type=int, default=256, help="sized up front")
+    args = parser.parse_args()
+    main(args.work_dir, args.dim, args.heads, args.debug_buffer_mb)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,15 +38,22 @@ class BlobTensor:
     scales: torch.Tensor | None = None  # per-channel int8 scales (axis 0)
 
 
+def _raw_bytes(t: torch.Tensor) -> memoryview:
+    """A tensor's bytes as a flat view (no copy when it is already a contiguous CPU tensor)."""
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")
+
+
 def encode_blob(document: dict[str, Any], tensors: list[BlobTensor]) -> bytes:
-    """header | json | pad | tensor bytes (each 64-byte aligned)."""
+    """header | json (space-padded) | tensor bytes, each 64-byte aligned from the blob's start
+    (so a reader can use them in place); the tensors are copied once, into the blob."""
     table = []
-    chunks: list[bytes] = []
+    chunks: list[memoryview | bytes] = []
     offset = 0
 
     def add(t: torch.Tensor) -> dict[str, Any]:
         nonlocal offset
-        raw = t.detach().contiguous().cpu().numpy().tobytes()
+        raw = _raw_bytes(t)
         pad = (-offset) % _ALIGN
         chunks.append(b"\0" * pad)
         offset += pad
@@ -53,10 +61,10 @@ def encode_blob(document: dict[str, Any], tensors: list[BlobTensor]) -> bytes:
             "dtype": str(t.dtype).removeprefix("torch."),
             "shape": list(t.shape),
             "offset": offset,
-            "nbytes": len(raw),
+            "nbytes": raw.nbytes,
         }
         chunks.append(raw)
-        offset += len(raw)
+        offset += raw.nbytes
         return entry
 
     for item in tensors:
@@ -65,7 +73,8 @@ def encode_blob(document: dict[str, Any], tensors: list[BlobTensor]) -> bytes:
             entry["scales"] = add(item.scales)
         table.append(entry)
     body = json.dumps({**document, "tensors": table}).encode()
-    return _HEADER.pack(MAGIC, len(body)) + body + b"".join(chunks)
+    body += b" " * (-(_HEADER.size + len(body)) % _ALIGN)  # tensors aligned to the blob's start
+    return b"".join([_HEADER.pack(MAGIC, len(body)), body, *chunks])
 
 
 def _read_tensor(data: memoryview, base: int, entry: dict[str, Any]) -> torch.Tensor:
@@ -80,16 +89,26 @@ def _read_tensor(data: memoryview, base: int, entry: dict[str, Any]) -> torch.Te
     )
     if start < base or size != expected or start + size > len(data):
         raise BackendError("delegate blob: tensor bytes out of range (truncated or corrupt blob)")
-    flat = (
-        torch.frombuffer(bytearray(data[start : start + size]), dtype=dtype)
-        if size
-        else torch.empty(0, dtype=dtype)
-    )
-    return flat.reshape(shape)
+    return _tensor_at(data, start, size, dtype).reshape(shape)
+
+
+def _tensor_at(data: memoryview, start: int, size: int, dtype: torch.dtype) -> torch.Tensor:
+    """The bytes as a tensor: a view of an immutable, aligned blob (weights are never written
+    at run time), else a copy (a mutable buffer could change under the tensor)."""
+    if not size:
+        return torch.empty(0, dtype=dtype)
+    if not data.readonly:
+        return torch.frombuffer(bytearray(data[start : start + size]), dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": by design
+        view = torch.frombuffer(data, dtype=dtype, count=size // dtype.itemsize, offset=start)
+    return view if view.data_ptr() % dtype.itemsize == 0 else view.clone()
 
 
 def decode_blob(blob: bytes) -> tuple[dict[str, Any], list[BlobTensor]]:
-    """The JSON document and the tensors of a blob; BackendError when it is not one."""
+    """The JSON document and the tensors of a blob; BackendError when it is not one.
+
+    Tensors of a `bytes` blob are views of it (no copy); of a mutable buffer, copies."""
     if len(blob) < _HEADER.size:
         raise BackendError("delegate blob: too short for its header")
     magic, length = _HEADER.unpack_from(blob, 0)

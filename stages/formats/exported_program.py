@@ -12,8 +12,9 @@ from pathlib import Path
 import torch
 from torch.export import ExportedProgram
 
-from stages.formats.atomic_write import write_bytes_atomic
+from stages.formats.atomic_write import atomic_path
 from stages.formats.graph_handles import restore_debug_handles
+from stages.formats.hashing_writer import HashingWriter
 from stages.formats.safe_load import UnsafePayloadError, load_exported_program_bytes
 
 # Loaded programs by the sha256 of their bytes: the lower and analyze stages of one invocation
@@ -34,11 +35,16 @@ def exported_program_bytes(program: ExportedProgram) -> bytes:
     return buffer.getvalue()
 
 
-def save_exported_program(program: ExportedProgram, path: Path) -> bytes:
-    """Write atomically; returns the bytes written (for fingerprints)."""
-    data = exported_program_bytes(program)
-    write_bytes_atomic(path, data)
-    return data
+def save_exported_program(program: ExportedProgram, path: Path) -> tuple[str, int]:
+    """torch.export.save streamed into the file atomically; (sha256, size) of what it holds.
+
+    The archive is never built in memory (a billion-parameter program is gigabytes) and the
+    digest is taken while writing instead of reading the file back."""
+    with atomic_path(Path(path)) as tmp, tmp.open("wb") as file:
+        writer = HashingWriter(file)
+        torch.export.save(program, writer)
+        writer.flush()
+        return writer.sha256(), writer.size
 
 
 def load_exported_program(source: Path | bytes, what: str | None = None) -> ExportedProgram:
@@ -67,14 +73,15 @@ def load_exported_program(source: Path | bytes, what: str | None = None) -> Expo
     return _copy(_LOADED[key])
 
 
-def remember_exported_program(program: ExportedProgram, data: bytes) -> None:
-    """Keep the program the export stage just saved as `data`: the lower and analyze stages of
-    the same invocation take a copy instead of loading the file again (same size cap as loads).
+def remember_exported_program(program: ExportedProgram, sha256: str, size: int) -> None:
+    """Keep the program the export stage just saved (a file of `size` bytes with that sha256):
+    the lower and analyze stages of the same invocation take a copy instead of loading the file
+    again (same size cap as loads).
 
     The caller must not change `program` afterwards (the export stage does not).
     """
-    if len(data) <= LOADED_MAX_BYTES:
-        _keep(hashlib.sha256(data).hexdigest(), program)
+    if size <= LOADED_MAX_BYTES:
+        _keep(sha256, program)
 
 
 def _keep(key: str, program: ExportedProgram) -> None:

@@ -8,10 +8,12 @@ module refuses all of that from the central directory alone, then reads members 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 _CHUNK = 1 << 20
 _LOCAL_HEADER = 30  # fixed part of a zip local file header
@@ -45,11 +47,16 @@ class BoundedZip:
     """A zip opened from bytes or a file whose central directory passed the limits."""
 
     def __init__(self, source: bytes | Path, what: str, limits: ZipLimits = DEFAULT_LIMITS):
+        """`source` is the archive's bytes, or a path: that file is kept open and read member by
+        member, never whole (a torch.export archive can be gigabytes)."""
         self.what = what
-        data = source if isinstance(source, bytes) else Path(source).read_bytes()
-        self.size = len(data)
+        self._file: BinaryIO = (
+            io.BytesIO(source) if isinstance(source, bytes) else Path(source).open("rb")
+        )
         try:
-            self._zip = zipfile.ZipFile(io.BytesIO(data))
+            self.size = self._file.seek(0, io.SEEK_END)
+            self._file.seek(0)
+            self._zip = zipfile.ZipFile(self._file)
             members = self._zip.infolist()
         except (
             zipfile.BadZipFile,
@@ -59,15 +66,29 @@ class BoundedZip:
             EOFError,
             NotImplementedError,
         ) as exc:
+            self._file.close()
             raise ZipLimitError(f"{what} is not a readable zip archive ({exc})") from exc
-        _check_layout(members, self._zip.start_dir, self.size, what, limits)
-        self._members: dict[str, zipfile.ZipInfo] = {}
-        for info in members:
-            if info.filename in self._members:
-                raise ZipLimitError(
-                    f"{what} holds two members named {info.filename!r}; refusing it"
-                )
-            self._members[info.filename] = info
+        try:
+            _check_layout(members, self._zip.start_dir, self.size, what, limits)
+            self._members: dict[str, zipfile.ZipInfo] = {}
+            for info in members:
+                if info.filename in self._members:
+                    raise ZipLimitError(
+                        f"{what} holds two members named {info.filename!r}; refusing it"
+                    )
+                self._members[info.filename] = info
+        except ZipLimitError:
+            self.close()
+            raise
+
+    def sha256(self) -> str:
+        """Hex sha256 of the whole archive as opened (read in 1 MiB blocks)."""
+        digest = hashlib.sha256()
+        block = bytearray(_CHUNK)
+        self._file.seek(0)
+        while count := self._file.readinto(block):
+            digest.update(memoryview(block)[:count])
+        return digest.hexdigest()
 
     def names(self) -> list[str]:
         """Member names in archive order."""
@@ -114,6 +135,7 @@ class BoundedZip:
 
     def close(self) -> None:
         self._zip.close()
+        self._file.close()
 
     def __enter__(self) -> BoundedZip:
         return self

@@ -8,7 +8,9 @@ sha256, and splices them back in when it is loaded. The program's other bytes ar
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ class WeightFile:
 
     name: str
     sha256: str
-    members: dict[str, bytes]
+    members: Mapping[str, bytes]
 
 
 def _is_payload(member: str) -> bool:
@@ -55,6 +57,44 @@ def weight_file(data: bytes, name: str, what: str) -> WeightFile:
 def open_weight_file(path: Path) -> WeightFile:
     """weight_file() of a file on disk."""
     return weight_file(Path(path).read_bytes(), Path(path).name, str(path))
+
+
+class _MembersOnDisk(Mapping[str, bytes]):
+    """Payload members of an open archive, each read when asked for (the last one kept)."""
+
+    def __init__(self, archive: BoundedZip) -> None:
+        self._archive = archive
+        self._names = [
+            m
+            for m in archive.names()
+            if _is_payload(m) and archive.member_size(m) >= MIN_SHARED_BYTES
+        ]
+        self._known = set(self._names)
+        self._last: tuple[str, bytes] | None = None
+
+    def __getitem__(self, name: str) -> bytes:
+        if name not in self._known:
+            raise KeyError(name)
+        if self._last is None or self._last[0] != name:
+            self._last = (name, self._archive.read(name))
+        return self._last[1]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+@contextlib.contextmanager
+def weight_file_on_disk(path: Path) -> Iterator[WeightFile]:
+    """open_weight_file() without holding the file in memory: hashed in blocks, each member
+    read from the open file when a reference needs it (a program's loader needs one at a time)."""
+    with BoundedZip(Path(path), str(path)) as archive:
+        yield WeightFile(Path(path).name, archive.sha256(), _MembersOnDisk(archive))
 
 
 def _matches(data: bytes, weights: WeightFile) -> list[tuple[int, str]]:
@@ -154,7 +194,8 @@ def restore(
 ) -> dict[str, bytes]:
     """Members with the referenced weights spliced back; the weight file must be the pinned one."""
     try:
-        weights = open_weight_file(weight_path)
+        with weight_file_on_disk(weight_path) as weights:
+            return _restore_from(members, manifest, weights, weight_path, where)
     except FileNotFoundError as exc:
         raise SharedWeightsError(
             f"{where} keeps its weights in {weight_path.name} beside it, which is missing: put "
@@ -164,6 +205,15 @@ def restore(
         raise SharedWeightsError(
             f"{where}: cannot read its weight file {weight_path} ({exc})"
         ) from exc
+
+
+def _restore_from(
+    members: dict[str, bytes],
+    manifest: dict[str, Any],
+    weights: WeightFile,
+    weight_path: Path,
+    where: str,
+) -> dict[str, bytes]:
     if weights.sha256 != manifest.get("sha256"):
         raise SharedWeightsError(
             f"{where} was lowered from another {weight_path.name} (sha256 "

@@ -63,9 +63,8 @@ def load_xnnpack_graphs(
 def _from_etrecord(etrecord: Path, instructions: list[int]) -> dict[int, bytes]:
     """Lowered modules in graph order are the delegate calls in instruction order."""
     try:
-        modules = lowered_modules(
-            BoundedZip(etrecord, f"analyze.etrecord={etrecord}"), str(etrecord)
-        )
+        with BoundedZip(etrecord, f"analyze.etrecord={etrecord}") as archive:
+            modules = lowered_modules(archive, str(etrecord))
     except (ETRecordError, UnsafePayloadError, OSError):
         return {}  # the ETRecord loader has already said what is wrong with it
     xnnpack = [m.processed for m in modules if m.backend_id == XNNPACK_BACKEND]

@@ -41,7 +41,8 @@ class BlobTensor:
 def _raw_bytes(t: torch.Tensor) -> memoryview:
     """A tensor's bytes as a flat view (no copy when it is already a contiguous CPU tensor)."""
     flat = t.detach().cpu().contiguous().reshape(-1)
-    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")
+    raw: Any = flat.view(torch.uint8).numpy()  # a numpy array exports the buffer protocol
+    return memoryview(raw) if flat.numel() else memoryview(b"")
 
 
 def encode_blob(document: dict[str, Any], tensors: list[BlobTensor]) -> bytes:

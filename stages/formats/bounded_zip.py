@@ -13,7 +13,6 @@ import io
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 _CHUNK = 1 << 20
 _LOCAL_HEADER = 30  # fixed part of a zip local file header
@@ -50,8 +49,8 @@ class BoundedZip:
         """`source` is the archive's bytes, or a path: that file is kept open and read member by
         member, never whole (a torch.export archive can be gigabytes)."""
         self.what = what
-        self._file: BinaryIO = (
-            io.BytesIO(source) if isinstance(source, bytes) else Path(source).open("rb")
+        self._file: io.BufferedIOBase = (
+            io.BytesIO(source) if isinstance(source, bytes) else Path(source).open("rb")  # noqa: SIM115 (closed by close(), like the zip)
         )
         try:
             self.size = self._file.seek(0, io.SEEK_END)

@@ -42,7 +42,7 @@ def save_exported_program(program: ExportedProgram, path: Path) -> tuple[str, in
     digest is taken while writing instead of reading the file back."""
     with atomic_path(Path(path)) as tmp, tmp.open("wb") as file:
         writer = HashingWriter(file)
-        torch.export.save(program, writer)
+        torch.export.save(program, writer)  # type: ignore[arg-type]  # an io.RawIOBase
         writer.flush()
         return writer.sha256(), writer.size
 

@@ -59,44 +59,6 @@ def open_weight_file(path: Path) -> WeightFile:
     return weight_file(Path(path).read_bytes(), Path(path).name, str(path))
 
 
-class _MembersOnDisk(Mapping[str, bytes]):
-    """Payload members of an open archive, each read when asked for (the last one kept)."""
-
-    def __init__(self, archive: BoundedZip) -> None:
-        self._archive = archive
-        self._names = [
-            m
-            for m in archive.names()
-            if _is_payload(m) and archive.member_size(m) >= MIN_SHARED_BYTES
-        ]
-        self._known = set(self._names)
-        self._last: tuple[str, bytes] | None = None
-
-    def __getitem__(self, name: str) -> bytes:
-        if name not in self._known:
-            raise KeyError(name)
-        if self._last is None or self._last[0] != name:
-            self._last = (name, self._archive.read(name))
-        return self._last[1]
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._known
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-
-@contextlib.contextmanager
-def weight_file_on_disk(path: Path) -> Iterator[WeightFile]:
-    """open_weight_file() without holding the file in memory: hashed in blocks, each member
-    read from the open file when a reference needs it (a program's loader needs one at a time)."""
-    with BoundedZip(Path(path), str(path)) as archive:
-        yield WeightFile(Path(path).name, archive.sha256(), _MembersOnDisk(archive))
-
-
 def _matches(data: bytes, weights: WeightFile) -> list[tuple[int, str]]:
     """Non-overlapping (offset, member) where a whole weight member occurs in data."""
     found: list[tuple[int, str]] = []
@@ -230,3 +192,41 @@ def _restore_from(
             raise SharedWeightsError(f"{where}: {EXTERNAL_MEMBER} names no member {name!r}")
         out[name] = _rebuild(members[name], segments, weights, f"{where} member {name}", limit)
     return out
+
+
+class _MembersOnDisk(Mapping[str, bytes]):
+    """Payload members of an open archive, each read when asked for (the last one kept)."""
+
+    def __init__(self, archive: BoundedZip) -> None:
+        self._archive = archive
+        self._names = [
+            m
+            for m in archive.names()
+            if _is_payload(m) and archive.member_size(m) >= MIN_SHARED_BYTES
+        ]
+        self._known = set(self._names)
+        self._last: tuple[str, bytes] | None = None
+
+    def __getitem__(self, name: str) -> bytes:
+        if name not in self._known:
+            raise KeyError(name)
+        if self._last is None or self._last[0] != name:
+            self._last = (name, self._archive.read(name))
+        return self._last[1]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+@contextlib.contextmanager
+def weight_file_on_disk(path: Path) -> Iterator[WeightFile]:
+    """open_weight_file() without holding the file in memory: hashed in blocks, each member
+    read from the open file when a reference needs it (a program's loader needs one at a time)."""
+    with BoundedZip(Path(path), str(path)) as archive:
+        yield WeightFile(Path(path).name, archive.sha256(), _MembersOnDisk(archive))

@@ -10,30 +10,7 @@ import pytest
 from stages.formats import payload_search
 from stages.formats.payload_search import find_payloads
 from stages.formats.shared_weights import MIN_SHARED_BYTES, WeightFile, _matches
-
-
-def reference_matches(data: bytes, payloads: dict[str, bytes]) -> list[tuple[int, str]]:
-    """The matching the lower stage used before the sampled search: every payload scanned."""
-    found: list[tuple[int, str]] = []
-    for name, payload in payloads.items():
-        if len(payload) > len(data):
-            continue
-        prefix = payload[:64]
-        pos = data.find(prefix)
-        while pos != -1:
-            if data[pos : pos + len(payload)] == payload:
-                found.append((pos, name))
-                pos = data.find(prefix, pos + len(payload))
-            else:
-                pos = data.find(prefix, pos + 1)
-    found.sort()
-    kept: list[tuple[int, str]] = []
-    end = 0
-    for pos, name in found:
-        if pos >= end:
-            kept.append((pos, name))
-            end = pos + len(payloads[name])
-    return kept
+from tests.helpers.plain_weight_scan import reference_matches
 
 
 @pytest.fixture(params=["sampled", "plain"])
@@ -105,10 +82,9 @@ def test_repetitive_payloads_in_long_runs_match_the_plain_scan(run: int, search_
         "ab": b"ab" * 2048,
         "random": rng.randbytes(4096),
     }
-    data = b"".join(
-        [rng.randbytes(333), bytes(run), rng.randbytes(5), b"ab" * (run // 2 + 1), b"\x01"]
-        + [payloads["random"], bytes(run // 3)]
-    )
+    zeros, pairs = bytes(run), b"ab" * (run // 2 + 1)
+    parts = [rng.randbytes(333), zeros, rng.randbytes(5), pairs, b"\x01", payloads["random"]]
+    data = b"".join([*parts, bytes(run // 3)])
     _same_as_reference(data, payloads)
 
 

@@ -19,6 +19,8 @@ BLOCK = 64  # bytes of a sampled block; also the probe compared before a whole p
 # non-overlapping occurrence is repetitive (e.g. all zeros); it is searched by a plain scan.
 _CANDIDATES_PER_OCCURRENCE = 4
 _CANDIDATE_SLACK = 1024
+# Sampling at least this far apart keeps the index of sampled blocks under ~1/10 of the bytes.
+_MIN_STRIDE = 1024
 
 
 def plain_scan(data: bytes, payload: bytes) -> list[int]:
@@ -42,7 +44,8 @@ def plain_scan(data: bytes, payload: bytes) -> list[int]:
 def _stride(total: int, payloads: int, min_length: int) -> int:
     """Sampling step balancing sampled blocks (total / step) against lookups (payloads * step)."""
     widest = min_length - BLOCK + 1
-    return max(1, min(widest, math.isqrt(total // max(payloads, 1))))
+    balanced = math.isqrt(total // max(payloads, 1))
+    return max(1, min(widest, max(balanced, _MIN_STRIDE)))
 
 
 class _SampledBlocks:

@@ -5,7 +5,9 @@ between), so no layout is assumed. Every occurrence of a payload of at least `mi
 covers one block sampled every `stride` bytes of the searched bytes, at an offset below `stride`
 from its start; so sampled blocks are indexed once, each payload looks up its blocks at offsets
 below `stride`, and each hit is a candidate start verified in place. The result equals a plain
-scan (per payload, occurrences taken left to right without overlapping each other).
+scan (per payload, occurrences taken left to right without overlapping each other). A blob's
+own tensor table is not used as a shortcut: it cannot show a weight copied inside a larger
+tensor or at an offset the table does not list, which the scan finds.
 """
 
 from __future__ import annotations

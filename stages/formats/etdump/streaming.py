@@ -1,0 +1,145 @@
+"""Read an ETDump lazily: event blocks whose events are decoded from a memory map on each pass.
+
+`open_etdump` keeps per block its name, allocators and where its events are, never a Python
+object per event: each pass over `block.events` decodes them again, with the same bounds checks
+as `read_etdump`, and the map's pages are handed back to the kernel as the pass goes, so memory
+does not grow with the number of events (an ETDump of a million events takes a few MB). Every
+event is decoded once when the file is opened, so a corrupt one fails there, naming the file.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import overload
+
+from stages.formats.etdump.reader import _event_at, _f, _Reader
+from stages.formats.etdump.records import (
+    ETDUMP_FILE_IDENTIFIER,
+    ETDumpData,
+    ETDumpError,
+    Event,
+    RunData,
+)
+
+# Decoded events between two hand-backs of the mapped pages (~80 bytes of file per event).
+RELEASE_EVERY = 1 << 16
+_U32 = struct.Struct("<I").unpack_from
+
+
+class _MappedReader(_Reader):
+    """A `_Reader` over a read-only memory map that drops the pages it touched now and then."""
+
+    def __init__(self, mapped: mmap.mmap, where: str) -> None:
+        super().__init__(mapped, where)
+        self.mapped = mapped
+        self.decoded = 0
+
+    def release(self) -> None:
+        """Hand the touched pages back (they stay in the page cache; a later read faults them
+        in again), so the resident set does not grow with the file."""
+        if hasattr(self.mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            self.mapped.madvise(mmap.MADV_DONTNEED)
+
+
+class EventsView(Sequence[Event]):
+    """One block's events, decoded from the file whenever they are read; nothing is kept."""
+
+    def __init__(self, reader: _MappedReader, start: int, length: int) -> None:
+        self._reader = reader
+        self._start = start  # the first element of the block's vector of event offsets
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _decode(self, i: int) -> Event:
+        r = self._reader
+        r.decoded += 1
+        if r.decoded % RELEASE_EVERY == 0:
+            r.release()
+        try:
+            return _event_at(r, r.target(self._start + 4 * i))
+        except ETDumpError:
+            raise
+        except (struct.error, IndexError, ValueError, OverflowError) as exc:
+            raise ETDumpError(f"{r.where}: corrupt ETDump ({type(exc).__name__}: {exc})") from exc
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Event]: ...
+
+    def __getitem__(self, i: int | slice) -> Event | list[Event]:
+        if isinstance(i, slice):
+            return [self._decode(j) for j in range(*i.indices(self._length))]
+        if i < 0:
+            i += self._length
+        if not 0 <= i < self._length:
+            raise IndexError(f"event {i} of a block of {self._length}")
+        return self._decode(i)
+
+    def __iter__(self) -> Iterator[Event]:
+        return (self._decode(i) for i in range(self._length))
+
+
+def _blocks(r: _MappedReader, base: int) -> ETDumpData:
+    root = r.fields(r.target(base))
+    runs = []
+    for run_pos in r.tables(_f(root, 1)):
+        rf = r.fields(run_pos)
+        events = _f(rf, 3)
+        start, length = r.vector(events, 4) if events else (0, 0)
+        runs.append(
+            RunData(
+                name=r.string(_f(rf, 0)),
+                bundled_input_index=int(r.scalar(rf, 1, "<i", -1)),
+                allocators=[r.string(_f(r.fields(a), 0)) for a in r.tables(_f(rf, 2))],
+                events=EventsView(r, start, length),
+            )
+        )
+    return ETDumpData(version=int(r.scalar(root, 0, "<I", 0)), run_data=runs)
+
+
+def _check_every_event(dump: ETDumpData, r: _MappedReader) -> None:
+    """Decode each event once and drop it: a corrupt file fails on opening, not mid-analysis."""
+    for block in dump.run_data:
+        for _ in block.events:
+            pass
+    r.release()
+
+
+def open_etdump(path: Path | str) -> ETDumpData:
+    """An ETDump file whose blocks' `events` are `EventsView`s over a memory map of it."""
+    path = Path(path)
+    where = str(path)
+    try:
+        with path.open("rb") as fh:
+            size = path.stat().st_size
+            if size < 12:
+                raise ETDumpError(f"{where}: {size} bytes is too short for an ETDump")
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise ETDumpError(f"{where}: cannot read ETDump ({exc.strerror or exc})") from exc
+    base = 0
+    if mapped[8:12] == ETDUMP_FILE_IDENTIFIER:
+        prefix = _U32(mapped, 0)[0]
+        if prefix != size - 4:
+            raise ETDumpError(
+                f"{where}: size prefix says {prefix} bytes but {size - 4} follow (truncated?)"
+            )
+        base = 4  # flatbuffer offsets are relative, so positions stay those of the file
+    elif mapped[4:8] != ETDUMP_FILE_IDENTIFIER:
+        raise ETDumpError(f"{where}: file identifier is not 'ED00'; this is not an ETDump")
+    r = _MappedReader(mapped, where)
+    try:
+        dump = _blocks(r, base)
+        _check_every_event(dump, r)
+    except ETDumpError:
+        raise
+    except (struct.error, IndexError, ValueError, OverflowError, MemoryError) as exc:
+        raise ETDumpError(f"{where}: corrupt ETDump ({type(exc).__name__}: {exc})") from exc
+    return dump

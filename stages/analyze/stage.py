@@ -69,6 +69,7 @@ from stages.analyze.report.trace_export import build_trace, left_out_warning, wr
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
 from stages.formats.delegate_map_findings import ERROR, MAP_CHECK_KEY
+from stages.formats.etdump.streaming import holds_debug_events
 from stages.formats.paused_gc import paused_gc
 
 TOP_OPS_SVG = "top_ops_p50.svg"
@@ -121,9 +122,8 @@ def _numeric_gap(
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
         return _Gaps([], [], blocker)
-    outputs = runtime_outputs(
-        inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path), map_check
-    )
+    logged = replace(inputs.etdump, run_data=[*filter(holds_debug_events, inputs.etdump.run_data)])
+    outputs = runtime_outputs(logged, buffer.payload, index, str(inputs.debug_buffer_path), map_check)
     program = program or record.exported_program()
     names = fault_node_names(program.graph_module)
     if not outputs:

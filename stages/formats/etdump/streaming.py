@@ -45,27 +45,37 @@ class _MappedReader(_Reader):
 
 
 class EventsView(Sequence[Event]):
-    """One block's events, decoded from the file whenever they are read; nothing is kept."""
+    """One block's events, decoded from the file whenever they are read; a pass holds one
+    block's events at a time (a block is one execution), nothing is kept after it."""
 
     def __init__(self, reader: _MappedReader, start: int, length: int) -> None:
         self._reader = reader
         self._start = start  # the first element of the block's vector of event offsets
         self._length = length
+        self.debug_events: int | None = None  # counted when the file is opened
 
     def __len__(self) -> int:
         return self._length
 
-    def _decode(self, i: int) -> Event:
+    def _decode(self, first: int, stop: int) -> list[Event]:
         r = self._reader
-        r.decoded += 1
-        if r.decoded % RELEASE_EVERY == 0:
-            r.release()
+        data, size, start = r.data, r.size, self._start
         try:
-            return _event_at(r, r.target(self._start + 4 * i))
+            out = []
+            for i in range(first, stop):
+                pos = start + 4 * i
+                found = pos + _U32(data, pos)[0]
+                if found >= size:
+                    raise r.fail(f"offset at {pos} points past the end ({found})")
+                out.append(_event_at(r, found))
         except ETDumpError:
             raise
         except (struct.error, IndexError, ValueError, OverflowError) as exc:
             raise ETDumpError(f"{r.where}: corrupt ETDump ({type(exc).__name__}: {exc})") from exc
+        before, r.decoded = r.decoded, r.decoded + len(out)
+        if before // RELEASE_EVERY != r.decoded // RELEASE_EVERY:
+            r.release()
+        return out
 
     @overload
     def __getitem__(self, i: int) -> Event: ...
@@ -75,15 +85,26 @@ class EventsView(Sequence[Event]):
 
     def __getitem__(self, i: int | slice) -> Event | list[Event]:
         if isinstance(i, slice):
-            return [self._decode(j) for j in range(*i.indices(self._length))]
+            first, stop, step = i.indices(self._length)
+            if step == 1:
+                return self._decode(first, max(first, stop))
+            return [self._decode(j, j + 1)[0] for j in range(first, stop, step)]
         if i < 0:
             i += self._length
         if not 0 <= i < self._length:
             raise IndexError(f"event {i} of a block of {self._length}")
-        return self._decode(i)
+        return self._decode(i, i + 1)[0]
 
     def __iter__(self) -> Iterator[Event]:
-        return (self._decode(i) for i in range(self._length))
+        return iter(self._decode(0, self._length))
+
+
+def holds_debug_events(block: RunData) -> bool:
+    """Whether a block logged any value (a capture block); known without decoding for a block
+    of `open_etdump`, so passes that want logged values skip the timed blocks."""
+    if isinstance(block.events, EventsView) and block.events.debug_events is not None:
+        return block.events.debug_events > 0
+    return any(e.debug_event is not None for e in block.events)
 
 
 def _blocks(r: _MappedReader, base: int) -> ETDumpData:
@@ -105,10 +126,12 @@ def _blocks(r: _MappedReader, base: int) -> ETDumpData:
 
 
 def _check_every_event(dump: ETDumpData, r: _MappedReader) -> None:
-    """Decode each event once and drop it: a corrupt file fails on opening, not mid-analysis."""
+    """Decode each event once and drop it (a corrupt file fails on opening, not mid-analysis),
+    counting each block's debug events."""
     for block in dump.run_data:
-        for _ in block.events:
-            pass
+        view = block.events
+        assert isinstance(view, EventsView)
+        view.debug_events = sum(e.debug_event is not None for e in view)
     r.release()
 
 

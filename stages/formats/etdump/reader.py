@@ -8,7 +8,6 @@ a 100-iteration ETDump well under a second.
 
 from __future__ import annotations
 
-import mmap
 import struct
 from pathlib import Path
 
@@ -35,7 +34,7 @@ _CACHE_LIMIT = 4096
 class _Reader:
     """Bounds-checked table access over one flatbuffer (no size prefix)."""
 
-    def __init__(self, data: bytes | mmap.mmap, where: str) -> None:
+    def __init__(self, data: bytes | memoryview, where: str) -> None:
         self.data = data
         self.size = len(data)
         self.where = where
@@ -90,7 +89,7 @@ class _Reader:
             return ""
         start, length = self.vector(pos, 1)
         try:
-            return self.data[start : start + length].decode("utf-8")
+            return str(self.data[start : start + length], "utf-8")
         except UnicodeDecodeError as exc:
             raise self.fail(f"string at {start} is not UTF-8") from exc
 
@@ -98,7 +97,7 @@ class _Reader:
         if not pos:
             return b""
         start, length = self.vector(pos, 1)
-        return self.data[start : start + length]
+        return bytes(self.data[start : start + length])
 
     def tables(self, pos: int) -> list[int]:
         if not pos:
@@ -193,7 +192,7 @@ def _string_at(r: _Reader, field: int) -> str:
     if end > r.size:
         raise r.fail(f"string at {start} runs past the end")
     try:
-        return r.data[start + 4 : end].decode("utf-8")
+        return str(r.data[start + 4 : end], "utf-8")
     except UnicodeDecodeError as exc:
         raise r.fail(f"string at {start} is not UTF-8") from exc
 

@@ -32,8 +32,9 @@ _U32 = struct.Struct("<I").unpack_from
 class _MappedReader(_Reader):
     """A `_Reader` over a read-only memory map that drops the pages it touched now and then."""
 
-    def __init__(self, mapped: mmap.mmap, where: str) -> None:
-        super().__init__(mapped, where)
+    def __init__(self, mapped: mmap.mmap, base: int, where: str) -> None:
+        # positions as `read_etdump`'s: from the flatbuffer's start, after any size prefix
+        super().__init__(memoryview(mapped)[base:], where)
         self.mapped = mapped
         self.decoded = 0
 
@@ -107,8 +108,8 @@ def holds_debug_events(block: RunData) -> bool:
     return any(e.debug_event is not None for e in block.events)
 
 
-def _blocks(r: _MappedReader, base: int) -> ETDumpData:
-    root = r.fields(r.target(base))
+def _blocks(r: _MappedReader) -> ETDumpData:
+    root = r.fields(r.target(0))
     runs = []
     for run_pos in r.tables(_f(root, 1)):
         rf = r.fields(run_pos)
@@ -154,12 +155,12 @@ def open_etdump(path: Path | str) -> ETDumpData:
             raise ETDumpError(
                 f"{where}: size prefix says {prefix} bytes but {size - 4} follow (truncated?)"
             )
-        base = 4  # flatbuffer offsets are relative, so positions stay those of the file
+        base = 4
     elif mapped[4:8] != ETDUMP_FILE_IDENTIFIER:
         raise ETDumpError(f"{where}: file identifier is not 'ED00'; this is not an ETDump")
-    r = _MappedReader(mapped, where)
+    r = _MappedReader(mapped, base, where)
     try:
-        dump = _blocks(r, base)
+        dump = _blocks(r)
         _check_every_event(dump, r)
     except ETDumpError:
         raise

@@ -84,7 +84,9 @@ def main() -> None:
         size = (run_dir / ArtifactName.ETDUMP).stat().st_size
         rows.append((n, events, size, seconds, summary["seconds"]["total"], rss))
     print(f"analyze with the code of {args.code}")
-    print("iterations  events     etdump MiB  process s  analyze stage s  peak RSS MiB  slope B/event")
+    print(
+        "iterations  events     etdump MiB  process s  analyze stage s  peak RSS MiB  slope B/event"
+    )
     for i, (n, events, size, seconds, stage, rss) in enumerate(rows):
         slope = ""
         if i:

@@ -123,7 +123,9 @@ def _numeric_gap(
     if blocker is not None or record is None or buffer is None:
         return _Gaps([], [], blocker)
     logged = replace(inputs.etdump, run_data=[*filter(holds_debug_events, inputs.etdump.run_data)])
-    outputs = runtime_outputs(logged, buffer.payload, index, str(inputs.debug_buffer_path), map_check)
+    outputs = runtime_outputs(
+        logged, buffer.payload, index, str(inputs.debug_buffer_path), map_check
+    )
     program = program or record.exported_program()
     names = fault_node_names(program.graph_module)
     if not outputs:

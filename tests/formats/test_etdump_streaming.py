@@ -107,9 +107,9 @@ def test_corrupt_files_are_refused_on_opening_as_read_etdump_refuses_them(
 def test_short_and_missing_files_name_the_file(tmp_path: Path) -> None:
     short = tmp_path / "short.etdp"
     short.write_bytes(b"\x00" * 8)
-    with pytest.raises(ETDumpError, match="short.etdp.*too short"):
+    with pytest.raises(ETDumpError, match=r"short\.etdp.*too short"):
         open_etdump(short)
-    with pytest.raises(ETDumpError, match="missing.etdp.*cannot read"):
+    with pytest.raises(ETDumpError, match=r"missing\.etdp.*cannot read"):
         open_etdump(tmp_path / "missing.etdp")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.config import UNITS_PER_MS
-from stages.analyze.link.latency_stats import DEFAULT_EXACT_SAMPLES, PERCENTILES, LatencyStats
+from stages.analyze.link.latency_stats import DEFAULT_EXACT_SAMPLES, LatencyStats
 from stages.analyze.link.linking import (
     NS_PER_MS,
     Link,

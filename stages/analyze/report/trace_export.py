@@ -2,6 +2,8 @@
 
 Delegates that log on their own clock (post-time cycles) are placed inside their DELEGATE_CALL
 slice, keeping their relative offsets and converting ticks with the backend's ticks_per_ms.
+Written one slice at a time from the ETDump, the first `analyze.trace_iterations` blocks of each
+name (a browser cannot open a trace of a million slices).
 """
 
 from __future__ import annotations

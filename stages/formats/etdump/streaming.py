@@ -5,6 +5,8 @@ object per event: each pass over `block.events` decodes them again, with the sam
 as `read_etdump`, and the map's pages are handed back to the kernel as the pass goes, so memory
 does not grow with the number of events (an ETDump of a million events takes a few MB). Every
 event is decoded once when the file is opened, so a corrupt one fails there, naming the file.
+The file must stay as it is while the dump is in use (run dirs hold it read-only): a file cut
+short under a live map ends the process with SIGBUS, where `read_etdump` would hold a copy.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -668,10 +668,9 @@ def _group_values(
 
 @dataclass
 class WalkStats:
-    """How many reference values the comparison held at once (summed over samples), and their
-    bytes (op outputs only; parameters belong to the program): what bounds its memory."""
+    """The most op outputs of the reference the comparison held at once (over all samples) and
+    their bytes: what bounds its memory."""
 
-    nodes: int = 0
     peak_values: int = 0
     peak_bytes: int = 0
 
@@ -693,7 +692,7 @@ class _SampleWalk:
         program: ExportedProgram,
         inputs: Sequence[torch.Tensor],
         outputs: list[RuntimeOutput],
-        anchor_of: Any,
+        anchor_of: Callable[[tuple[DebugHandle, ...]], torch.fx.Node | None],
         groups: list[GapGroup],
         group_of: dict[DebugHandle, int],
     ) -> None:
@@ -801,6 +800,75 @@ def _liveness(
     return live
 
 
+@dataclass(frozen=True)
+class _WalkPlan:
+    """At which step of the walk each cond takes its branch, each group is compared and each
+    node's reference value is released (none when values are kept)."""
+
+    starts: dict[int, list[CondSite]]
+    ready: dict[int, list[int]]
+    dying: dict[int, list[torch.fx.Node]]
+
+
+def _plan(
+    order: Sequence[torch.fx.Node],
+    topo: dict[torch.fx.Node, int],
+    sites: list[CondSite],
+    groups: list[GapGroup],
+    release_values: bool,
+) -> _WalkPlan:
+    starts: dict[int, list[CondSite]] = {}
+    for site in sites:  # branch ops come just before their cond in `order`
+        nodes = [*site.branch_nodes(True), *site.branch_nodes(False), site.node]
+        starts.setdefault(min(topo[n] for n in nodes), []).append(site)
+    ready: dict[int, list[int]] = {}
+    for gi, group in enumerate(groups):
+        if group.anchor is not None:
+            ready.setdefault(max(topo[n] for n in group.nodes), []).append(gi)
+    dying = _liveness(order, starts, ready, groups).dying() if release_values else {}
+    return _WalkPlan(starts, ready, dying)
+
+
+def _anchor_finder(
+    groups: list[GapGroup], group_of: dict[DebugHandle, int]
+) -> Callable[[tuple[DebugHandle, ...]], torch.fx.Node | None]:
+    """The node a logged output's handles stand for: its group's last op among them."""
+    cache: dict[tuple[DebugHandle, ...], torch.fx.Node | None] = {}
+
+    def anchor_of(handles: tuple[DebugHandle, ...]) -> torch.fx.Node | None:
+        if handles not in cache:
+            wanted = set(handles)
+            nodes = [
+                n
+                for n in groups[group_of[handles[0]]].nodes
+                if not _is_getitem(n) and get_debug_handle(n) in wanted
+            ]
+            cache[handles] = nodes[-1] if nodes else None
+        return cache[handles]
+
+    return anchor_of
+
+
+def _group_slots(
+    gi: int,
+    group: GapGroup,
+    walks: list[_SampleWalk],
+    noted: set[int],
+    emulation: PrecisionEmulation | None,
+) -> dict[tuple[int, int], _Slot]:
+    """One group's runtime outputs over the samples, paired with their reference values."""
+    slots: dict[tuple[int, int], _Slot] = {}
+    for walk in walks:
+        if gi not in walk.values:
+            continue
+        if gi not in noted:  # once per group: the same ops are logged in every sample
+            noted.add(gi)
+            _note_unobserved(group, walk.substituted)
+        env, subst = walk.env, walk.subst
+        _collect_group(slots, gi, group, walk.values[gi], env, subst, walk.fixed, emulation)
+    return slots
+
+
 def numeric_gap_and_flow(
     outputs: list[RuntimeOutput],
     program: ExportedProgram,
@@ -827,51 +895,26 @@ def numeric_gap_and_flow(
     graph = program.graph_module.graph
     sites = cond_sites(program.graph_module)
     records = [_cond_record(s) for s in sites]
+    record_of = {site.node: record for site, record in zip(sites, records, strict=True)}
     order = node_order(graph, sites)
     groups, topo = build_groups(outputs, graph, order)
     group_of: dict[DebugHandle, int] = {h: i for i, g in enumerate(groups) for h in g.handles}
     by_sample: dict[int, list[RuntimeOutput]] = {}
     for out in outputs:
         by_sample.setdefault(out.sample, []).append(out)
-
-    anchor_cache: dict[tuple[DebugHandle, ...], torch.fx.Node | None] = {}
-
-    def anchor_of(handles: tuple[DebugHandle, ...]) -> torch.fx.Node | None:
-        if handles not in anchor_cache:
-            wanted = set(handles)
-            nodes = [
-                n
-                for n in groups[group_of[handles[0]]].nodes
-                if not _is_getitem(n) and get_debug_handle(n) in wanted
-            ]
-            anchor_cache[handles] = nodes[-1] if nodes else None
-        return anchor_cache[handles]
-
+    anchor_of = _anchor_finder(groups, group_of)
     emulation = _emulation(program, samples, precision)
     walks = [
         _SampleWalk(program, samples[sample], sample_outputs, anchor_of, groups, group_of)
         for sample, sample_outputs in sorted(by_sample.items())
         if sample < len(samples)
     ]
-    starts: dict[int, list[CondSite]] = {}
-    for site in sites:
-        step = min(
-            topo[n] for n in [*site.branch_nodes(True), *site.branch_nodes(False), site.node]
-        )
-        starts.setdefault(step, []).append(site)
-    ready: dict[int, list[int]] = {}
-    for gi, group in enumerate(groups):
-        if group.anchor is not None:
-            ready.setdefault(max(topo[n] for n in group.nodes), []).append(gi)
-    dying = _liveness(order, starts, ready, groups).dying() if release_values else {}
-    record_of = {site.node: record for site, record in zip(sites, records, strict=True)}
-
+    plan = _plan(order, topo, sites, groups, release_values)
+    options = (comparators, tie_tolerance, emulation, floor_units)
     rows: list[GapRow] = []
     noted: set[int] = set()
-    if stats is not None:
-        stats.nodes = len(order)
     for step, node in enumerate(order):
-        for site in starts.get(step, ()):
+        for site in plan.starts.get(step, ()):
             for walk in walks:
                 walk.branch(site, record_of[site.node])
         if node.graph is graph:
@@ -879,45 +922,26 @@ def numeric_gap_and_flow(
                 walk.evaluate(node)
         if stats is not None:
             _note_peak(stats, walks)
-        for gi in ready.get(step, ()):
-            slots: dict[tuple[int, int], _Slot] = {}
-            for walk in walks:
-                if gi not in walk.values:
-                    continue
-                if gi not in noted:  # once per group: the same ops are logged in every sample
-                    noted.add(gi)
-                    _note_unobserved(groups[gi], walk.substituted)
-                _collect_group(
-                    slots,
-                    gi,
-                    groups[gi],
-                    walk.values[gi],
-                    walk.env,
-                    walk.subst,
-                    walk.fixed,
-                    emulation,
-                )
-            rows += _build_rows(
-                groups, topo, slots, comparators, tie_tolerance, emulation, floor_units
-            )
-        for released in dying.get(step, ()):
+        for gi in plan.ready.get(step, ()):
+            slots = _group_slots(gi, groups[gi], walks, noted, emulation)
+            rows += _build_rows(groups, topo, slots, *options)
+        for released in plan.dying.get(step, ()):
             for walk in walks:
                 walk.release(released)
-
-    missing = {
+    missing = {  # a handle with no node of the program (e.g. a nested cond)
         (gi, 0): _Slot(status="no_reference") for gi, g in enumerate(groups) if g.anchor is None
-    }  # a handle with no node of the program (e.g. a nested cond)
-    rows += _build_rows(groups, topo, missing, comparators, tie_tolerance, emulation, floor_units)
+    }
+    rows += _build_rows(groups, topo, missing, *options)
     rows.sort(key=lambda r: (r.group, r.output_index))
     _mark_flips(rows, groups, sites, records)
     return groups, rows, records
 
 
 def _note_peak(stats: WalkStats, walks: list[_SampleWalk]) -> None:
-    values = sum(len(w.env) for w in walks)
-    stats.peak_values = max(stats.peak_values, values)
-    held = sum(_tensor_bytes(v) for w in walks for n, v in w.env.items() if n.op == "call_function")
-    stats.peak_bytes = max(stats.peak_bytes, held)
+    """Fold the op outputs held now into `stats` (parameters and inputs belong to the program)."""
+    held = [v for w in walks for n, v in w.env.items() if n.op == "call_function"]
+    stats.peak_values = max(stats.peak_values, len(held))
+    stats.peak_bytes = max(stats.peak_bytes, sum(_tensor_bytes(v) for v in held))
 
 
 def _emulation(

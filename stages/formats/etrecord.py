@@ -85,10 +85,14 @@ class ETRecord:
     loaded_program: torch.export.ExportedProgram | None = field(
         default=None, repr=False, compare=False
     )
+    # sha256 of reference_program_bytes when the writer has it already (hashed once per run).
+    program_sha256: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def program_fingerprint(self) -> str:
         """sha256 of the reference program bytes: ties ETDumps and lowered programs to it."""
+        if self.program_sha256 is not None:
+            return self.program_sha256
         return hashlib.sha256(self.reference_program_bytes).hexdigest()
 
     def exported_program(self) -> torch.export.ExportedProgram:

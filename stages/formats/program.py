@@ -23,6 +23,7 @@ import torch
 
 from stages.formats.atomic_write import atomic_path
 from stages.formats.debug_handles import DebugHandle
+from stages.formats.digesting_file import DigestingFile
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 from stages.formats.shared_weights import (
@@ -110,9 +111,9 @@ class Program:
     delegate_blobs: dict[str, bytes]
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def save(self, path: Path, weights: WeightFile | None = None) -> None:
-        """Write atomically; with `weights` (the exported program beside `path`), store their
-        bytes by reference instead of again."""
+    def save(self, path: Path, weights: WeightFile | None = None) -> str:
+        """Write atomically and return the file's sha256; with `weights` (the exported program
+        beside `path`), store their bytes by reference instead of again."""
         path = Path(path)
         document = {
             "format": PROGRAM_FORMAT,
@@ -127,15 +128,14 @@ class Program:
         manifest = None
         if weights is not None:
             members, manifest = share(members, weights)
-        with (
-            atomic_path(path) as tmp,
-            zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive,
-        ):
-            archive.writestr(PROGRAM_MEMBER, json.dumps(document))
-            if manifest is not None and manifest["members"]:
-                archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
-            for member, data in members.items():
-                archive.writestr(member, data)
+        with atomic_path(path) as tmp, DigestingFile(tmp) as file:
+            with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
+                archive.writestr(PROGRAM_MEMBER, json.dumps(document))
+                if manifest is not None and manifest["members"]:
+                    archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
+                for member, data in members.items():
+                    archive.writestr(member, data)
+            return file.sha256()
 
 
 def _encode_instruction(instr: Instruction) -> dict[str, Any]:

@@ -85,17 +85,22 @@ class ETRecord:
     loaded_program: torch.export.ExportedProgram | None = field(
         default=None, repr=False, compare=False
     )
+    # sha256 of reference_program_bytes when the writer or loader knows it (hashed once if not).
+    program_sha256: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def program_fingerprint(self) -> str:
         """sha256 of the reference program bytes: ties ETDumps and lowered programs to it."""
-        return hashlib.sha256(self.reference_program_bytes).hexdigest()
+        if self.program_sha256 is None:
+            self.program_sha256 = hashlib.sha256(self.reference_program_bytes).hexdigest()
+        return self.program_sha256
 
     def exported_program(self) -> torch.export.ExportedProgram:
-        """The reference program with node.meta["debug_handle"] restored."""
+        """The reference program with node.meta["debug_handle"] restored (the one this process
+        holds when it has it: no second load)."""
         if self.loaded_program is not None:
             return self.loaded_program
-        return load_exported_program(self.reference_program_bytes)
+        return load_exported_program(self.reference_program_bytes, sha256=self.program_fingerprint)
 
     def save(self, path: Path) -> None:
         """Write atomically (temp file + rename)."""
@@ -199,7 +204,7 @@ class ETRecord:
                 f"{path}: ETRecord version {marker.get('version')!r} is not supported "
                 f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
             )
-        program, program_file = _reference_program(archive, names, path, program_path)
+        program, program_file, sha256 = _reference_program(archive, names, path, program_path)
         inputs = _samples(archive.read(INPUTS_MEMBER), f"{path} member {INPUTS_MEMBER}")
         outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path} member {OUTPUTS_MEMBER}")
         handles = {
@@ -225,6 +230,7 @@ class ETRecord:
             delegate_maps=maps,
             lowering_info=dict(info),
             program_file=program_file,
+            program_sha256=sha256,
         )
 
 
@@ -265,8 +271,8 @@ def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRec
 
 def _reference_program(
     archive: BoundedZip, names: set[str], path: Path, program_path: Path | None
-) -> tuple[bytes, str | None]:
-    """The embedded program, or the referred-to one (hash verified) and its file name."""
+) -> tuple[bytes, str | None, str | None]:
+    """The embedded program, or the referred-to one (hash verified), its file name and sha256."""
     if (PROGRAM_MEMBER in names) == (PROGRAM_REF_MEMBER in names):
         raise ETRecordError(
             f"{path}: ETRecord must hold exactly one of {PROGRAM_MEMBER} (the program) and "
@@ -275,11 +281,11 @@ def _reference_program(
     if PROGRAM_MEMBER in names:
         program = archive.read(PROGRAM_MEMBER)
         check_pt2_members(program, f"{path} member {PROGRAM_MEMBER}")
-        return program, None
+        return program, None, None
     reference = _json(archive, PROGRAM_REF_MEMBER, path)
-    program, program_file = read_referenced_program(reference, path, program_path)
+    program, program_file, sha256 = read_referenced_program(reference, path, program_path)
     check_pt2_members(program, f"{path}'s referenced program {program_path or program_file}")
-    return program, program_file
+    return program, program_file, sha256
 
 
 def _tensor_bytes(samples: Samples) -> bytes:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.formats.etrecord_types import ETRecordError
+from stages.formats.file_digests import read_with_sha256
 
 PROGRAM_REF_MEMBER = "reference_program_ref.json"
 # The option a user passes the program with; named in every refusal.
@@ -38,8 +39,8 @@ def program_reference(data: bytes, file_name: str, sha256: str | None = None) ->
 
 def read_referenced_program(
     reference: Any, etrecord: Path, program: Path | None
-) -> tuple[bytes, str]:
-    """The referenced program's bytes (size and sha256 verified) and its file name."""
+) -> tuple[bytes, str, str]:
+    """The referenced program's bytes (size and sha256 verified), its file name and sha256."""
     sha256, size, file_name = _parse(reference, etrecord)
     candidate = Path(program) if program is not None else etrecord.parent / file_name
     where = f"{PROGRAM_OPTION}={candidate}" if program is not None else f"{candidate} (beside it)"
@@ -51,8 +52,7 @@ def read_referenced_program(
             f"ETRecord made where the program is (`{PACK_COMMAND}`)"
         )
     actual_size = candidate.stat().st_size
-    data = candidate.read_bytes() if actual_size == size else b""
-    actual = hashlib.sha256(data).hexdigest() if data else None
+    data, actual = read_with_sha256(candidate) if actual_size == size else (b"", None)
     if actual_size != size or actual != sha256:
         found = f"sha256 {actual[:16]}…" if actual else f"{actual_size} bytes, not {size}"
         raise ReferencedProgramError(
@@ -62,7 +62,7 @@ def read_referenced_program(
             f"this ETRecord ({PROGRAM_OPTION}=PATH), or re-run the lower stage to write an "
             "ETRecord for this program"
         )
-    return data, file_name
+    return data, file_name, sha256
 
 
 def _parse(reference: Any, etrecord: Path) -> tuple[str, int, str]:

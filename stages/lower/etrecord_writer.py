@@ -55,6 +55,7 @@ def write_etrecord(
         delegate_maps=delegate_maps,
         lowering_info=lowering_info,
         program_file=Path(program_path).name if beside else None,
+        program_sha256=lowering_info.get("program_fingerprint"),  # the lower stage hashed it
     )
     record.save(path)
     return record

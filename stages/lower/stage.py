@@ -35,6 +35,7 @@ from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import load_exported_program
 from stages.formats.fault_injection import FAULT_KINDS, fault_hits
+from stages.formats.file_digests import file_sha256, read_with_sha256
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import (
     CondInstruction,
@@ -368,8 +369,8 @@ def run_lower(
         )
         return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics)
     load_started = time.perf_counter()
-    program_bytes = exported_program.read_bytes()
-    program = load_exported_program(program_bytes, str(exported_program))
+    program_bytes, program_sha256 = read_with_sha256(exported_program)
+    program = load_exported_program(program_bytes, str(exported_program), program_sha256)
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
     requested = _fault(backend, program)
@@ -381,8 +382,8 @@ def run_lower(
     lowering_seconds = time.perf_counter() - started
     # The run stage stamps this hash into the ETDump so analysis can refuse a foreign pairing.
     fingerprints = (
-        hashlib.sha256(program_bytes).hexdigest(),
-        hashlib.sha256(program_path.read_bytes()).hexdigest(),
+        program_sha256,
+        file_sha256(program_path),
     )
     maps = _delegate_maps(backend, parts)
     report = _lowering_report(backend, parts, lowered, fingerprints, fault)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.formats.etrecord_types import ETRecordError
-from stages.formats.file_digests import read_with_sha256
+from stages.formats.file_digests import known_sha256, read_with_sha256
 
 PROGRAM_REF_MEMBER = "reference_program_ref.json"
 # The option a user passes the program with; named in every refusal.
@@ -63,6 +63,37 @@ def read_referenced_program(
             "ETRecord for this program"
         )
     return data, file_name, sha256
+
+
+def known_referenced_program(
+    reference: Any, etrecord: Path, program: Path | None
+) -> tuple[Path, str, str] | None:
+    """(path, sha256, file name) of the referenced program when its file is already known to
+    this process to have that sha256 and size (`file_digests`: nothing is read), else None."""
+    sha256, size, file_name = _parse(reference, etrecord)
+    candidate = Path(program) if program is not None else etrecord.parent / file_name
+    try:
+        known = candidate.stat().st_size == size and known_sha256(candidate) == sha256
+    except OSError:
+        return None
+    return (candidate, sha256, file_name) if known else None
+
+
+def read_program_file(path: Path, sha256: str, etrecord: str) -> bytes:
+    """The bytes of a referenced program the ETRecord was loaded without reading: still the
+    file it was (same sha256), and checked like any program read from disk."""
+    try:
+        data, actual = read_with_sha256(path)
+    except OSError as exc:
+        raise ReferencedProgramError(
+            f"{etrecord}: cannot read its exported program {path} ({exc.strerror or exc})"
+        ) from exc
+    if actual != sha256:
+        raise ReferencedProgramError(
+            f"{etrecord}: its exported program {path} changed after the ETRecord was read "
+            f"(sha256 {actual[:16]}…, not {sha256[:16]}…); analyse again"
+        )
+    return data
 
 
 def _parse(reference: Any, etrecord: Path) -> tuple[str, int, str]:

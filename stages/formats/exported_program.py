@@ -110,6 +110,16 @@ def remember_exported_program(program: ExportedProgram, saved: Path | bytes) -> 
     _keep(key, program)
 
 
+def holds_exported_program(sha256: str) -> bool:
+    """Whether this process holds the program whose file has this sha256 (nothing is read)."""
+    return sha256 in _LOADED
+
+
+def held_exported_program(sha256: str) -> ExportedProgram | None:
+    """A copy of the program held under this sha256 (as `load_exported_program` gives), or None."""
+    return _held(sha256)
+
+
 def _held(key: str) -> ExportedProgram | None:
     """A copy of the program kept under `key`, unless none is or its tensors were written to."""
     kept = _LOADED.get(key)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -38,6 +39,15 @@ def _measured(command: list[str], cwd: Path) -> tuple[float, float]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{log.read_text()[-3000:]}")
     return seconds, usage.ru_maxrss / 1024
+
+
+STAGE_ROW = re.compile(r"^(export|lower|run|analyze)\s+(done|reused)\s+([0-9.]+)", re.MULTILINE)
+
+
+def _stage_seconds(work: Path) -> dict[str, float]:
+    """Per-stage seconds from the summary our command printed into process.log."""
+    text = (work / "process.log").read_text(errors="replace")
+    return {f"{m[1]}_s": float(m[3]) for m in STAGE_ROW.finditer(text)}
 
 
 def _tree_bytes(path: Path) -> int:
@@ -71,6 +81,7 @@ def _ours(dim: int, heads: int, work: Path) -> dict[str, float]:
     program = (run_dir / "exported.pt2").stat().st_size + (run_dir / "debug.bin").stat().st_size
     return {
         "seconds": seconds,
+        **_stage_seconds(work),
         "peak_rss_mib": rss,
         "run_dir_mb": _tree_bytes(run_dir) / 1e6,
         "disk_ratio": _tree_bytes(run_dir) / program,
@@ -106,6 +117,7 @@ def main() -> None:
 
         results[f"ViT-{name}"] = {
             "ours_s": med(ours, "seconds"),
+            "ours_stages_s": {k: med(ours, k) for k in ours[0] if k.endswith("_s")},
             "executorch_s": med(theirs, "seconds"),
             "time_ratio": round(med(ours, "seconds") / med(theirs, "seconds"), 3),
             "ours_peak_rss_mib": med(ours, "peak_rss_mib"),

@@ -34,6 +34,7 @@ from pipeline.config.schema import register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
 from pipeline.log_files import log_traceback_to_files  # noqa: E402
+from pipeline.process_exit import exit_process  # noqa: E402
 from pipeline.sweeps.job_failures import (  # noqa: E402
     FailedJob,
     FailedVerdict,
@@ -115,7 +116,17 @@ def _hydra_errors() -> tuple[type[BaseException], ...]:
 
 
 def main() -> None:
-    """Entry point of the `delegate-debugger` command and of `python -m pipeline`."""
+    """Entry point of the `delegate-debugger` command and of `python -m pipeline`: the process
+    ends here, with the command's exit code and without the interpreter's teardown."""
+    try:
+        _command()
+    except SystemExit as exc:
+        exit_process(exc.code)
+    exit_process(0)
+
+
+def _command() -> None:
+    """Parse, run and report; a failure raises SystemExit with its exit code."""
     # Hydra's errors reach us instead of being printed with its internals (see front_door).
     short_errors = "HYDRA_FULL_ERROR" not in os.environ
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")

@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path
+from stages.formats.atomic_write import atomic_path, declare_digest
 from stages.formats.debug_handles import DebugHandle
+from stages.formats.digesting_file import DigestingFile
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.program_handover import keep_saved, take_saved
 from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
@@ -111,9 +112,9 @@ class Program:
     delegate_blobs: dict[str, bytes]
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def save(self, path: Path, weights: WeightFile | None = None) -> None:
-        """Write atomically; with `weights` (the exported program beside `path`), store their
-        bytes by reference instead of again."""
+    def save(self, path: Path, weights: WeightFile | None = None) -> str:
+        """Write atomically and return the file's sha256; with `weights` (the exported program
+        beside `path`), store their bytes by reference instead of again."""
         path = Path(path)
         document = {
             "format": PROGRAM_FORMAT,
@@ -129,15 +130,15 @@ class Program:
         if weights is not None:
             members, manifest = share(members, weights)
         text = json.dumps(document)
-        with (
-            atomic_path(path) as tmp,
-            zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive,
-        ):
-            archive.writestr(PROGRAM_MEMBER, text)
-            if manifest is not None and manifest["members"]:
-                archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
-            for member, data in members.items():
-                archive.writestr(member, data)
+        with atomic_path(path) as tmp, DigestingFile(tmp) as file:
+            with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
+                archive.writestr(PROGRAM_MEMBER, text)
+                if manifest is not None and manifest["members"]:
+                    archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
+                for member, data in members.items():
+                    archive.writestr(member, data)
+            digest = file.sha256()
+            declare_digest(tmp, digest)  # atomic_path keeps it: the file is not read back
         pinned = (
             {"file": manifest["file"], "sha256": manifest["sha256"]}
             if manifest is not None and manifest["members"]
@@ -145,6 +146,7 @@ class Program:
         )
         # The run stage of this invocation takes it from memory (stages.formats.program_handover).
         keep_saved(path, text, self.constant_tensors, self.delegate_blobs, pinned)
+        return digest
 
 
 def _encode_instruction(instr: Instruction) -> dict[str, Any]:

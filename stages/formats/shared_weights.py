@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from stages.formats.bounded_zip import BoundedZip, ZipLimitError
+from stages.formats.payload_search import find_payloads
 
 EXTERNAL_MEMBER = "external_weights.json"
 MIN_SHARED_BYTES = 4096  # smaller ranges are not worth a reference
-_PREFIX = 64
 _MAX_SEGMENTS = 1_000_000
 # Literal bytes "L", or a whole member of the weight file "W".
 Segment = tuple[str, int] | tuple[str, str]
@@ -42,14 +42,16 @@ def _is_payload(member: str) -> bool:
     return in_payload_dir and not member.endswith(".json")
 
 
-def weight_file(data: bytes, name: str, what: str) -> WeightFile:
-    """A torch.export archive's payload members (>= MIN_SHARED_BYTES), read with bounds."""
+def weight_file(data: bytes, name: str, what: str, sha256: str | None = None) -> WeightFile:
+    """A torch.export archive's payload members (>= MIN_SHARED_BYTES), read with bounds.
+
+    `sha256` is the data's digest when the caller has computed it already."""
     members: dict[str, bytes] = {}
     with BoundedZip(data, what) as archive:
         for member in archive.names():
             if _is_payload(member) and archive.member_size(member) >= MIN_SHARED_BYTES:
                 members[member] = archive.read(member)
-    return WeightFile(name, hashlib.sha256(data).hexdigest(), members)
+    return WeightFile(name, sha256 or hashlib.sha256(data).hexdigest(), members)
 
 
 def open_weight_file(path: Path) -> WeightFile:
@@ -57,33 +59,27 @@ def open_weight_file(path: Path) -> WeightFile:
     return weight_file(Path(path).read_bytes(), Path(path).name, str(path))
 
 
-def _matches(data: bytes, weights: WeightFile) -> list[tuple[int, str]]:
-    """Non-overlapping (offset, member) where a whole weight member occurs in data."""
-    found: list[tuple[int, str]] = []
-    for name, payload in weights.members.items():
-        if len(payload) > len(data):
-            continue
-        prefix = payload[:_PREFIX]
-        pos = data.find(prefix)
-        while pos != -1:
-            if data[pos : pos + len(payload)] == payload:
-                found.append((pos, name))
-                pos = data.find(prefix, pos + len(payload))
-            else:
-                pos = data.find(prefix, pos + 1)
-    found.sort()
+def _non_overlapping(found: list[tuple[int, str]], weights: WeightFile) -> list[tuple[int, str]]:
+    """Matches by start (then name), each kept only when it starts after the last kept one ends."""
     kept: list[tuple[int, str]] = []
     end = 0
-    for pos, name in found:
+    for pos, name in sorted(found):
         if pos >= end:
             kept.append((pos, name))
             end = pos + len(weights.members[name])
     return kept
 
 
-def split_member(data: bytes, weights: WeightFile) -> tuple[bytes, list[Segment]] | None:
-    """(literal bytes, segments) for a member that repeats weights, else None."""
-    matches = _matches(data, weights)
+def _matches(data: bytes, weights: WeightFile) -> list[tuple[int, str]]:
+    """Non-overlapping (offset, member) where a whole weight member occurs in data."""
+    (found,) = find_payloads([data], weights.members, MIN_SHARED_BYTES)
+    return _non_overlapping(found, weights)
+
+
+def _segments(
+    data: bytes, matches: list[tuple[int, str]], weights: WeightFile
+) -> tuple[bytes, list[Segment]] | None:
+    """(literal bytes, segments) cutting the matched members out of data; None without matches."""
     if not matches:
         return None
     literal: list[bytes] = []
@@ -101,14 +97,20 @@ def split_member(data: bytes, weights: WeightFile) -> tuple[bytes, list[Segment]
     return b"".join(literal), segments
 
 
+def split_member(data: bytes, weights: WeightFile) -> tuple[bytes, list[Segment]] | None:
+    """(literal bytes, segments) for a member that repeats weights, else None."""
+    return _segments(data, _matches(data, weights), weights)
+
+
 def share(
     members: dict[str, bytes], weights: WeightFile
 ) -> tuple[dict[str, bytes], dict[str, Any]]:
     """Members with repeated weights cut out, and the manifest that splices them back."""
     out: dict[str, bytes] = {}
     spliced: dict[str, list[list[Any]]] = {}
-    for name, data in members.items():
-        split = split_member(data, weights)
+    found = find_payloads(list(members.values()), weights.members, MIN_SHARED_BYTES)
+    for (name, data), matches in zip(members.items(), found, strict=True):
+        split = _segments(data, _non_overlapping(matches, weights), weights)
         if split is None:
             out[name] = data
         else:

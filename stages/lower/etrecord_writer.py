@@ -32,6 +32,7 @@ def write_etrecord(
     *,
     program: torch.export.ExportedProgram,
     program_bytes: bytes,
+    program_sha256: str,
     program_path: Path,
     inputs: Path,
     reference_outputs: Path,
@@ -43,6 +44,7 @@ def write_etrecord(
     """Assemble the ETRecord and save it atomically at `path`.
 
     A program beside `path` is referred to by name and hash; one elsewhere is embedded.
+    `program_sha256` is the sha256 of `program_bytes`, computed once by the caller.
     """
     beside = Path(program_path).resolve().parent == Path(path).resolve().parent
     record = ETRecord(
@@ -55,7 +57,7 @@ def write_etrecord(
         delegate_maps=delegate_maps,
         lowering_info=lowering_info,
         program_file=Path(program_path).name if beside else None,
-        program_sha256=lowering_info.get("program_fingerprint"),  # the lower stage hashed it
+        program_sha256=program_sha256,
     )
     record.save(path)
     return record

@@ -5,7 +5,6 @@ It reads export's files and writes only new ones (the ETRecord included).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -35,7 +34,7 @@ from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import load_exported_program
 from stages.formats.fault_injection import FAULT_KINDS, fault_hits
-from stages.formats.file_digests import file_sha256, read_with_sha256
+from stages.formats.file_digests import read_with_sha256
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import (
     CondInstruction,
@@ -234,15 +233,32 @@ def _partition(
     return _Partitioned(instance, result, constants, graphs, preprocessed, specs, findings)
 
 
+@dataclass(frozen=True)
+class _ExportedFile:
+    """exported.pt2 as the lower stage read it: path, bytes and their sha256 (hashed once)."""
+
+    path: Path
+    data: bytes
+    sha256: str
+
+
+@dataclass(frozen=True)
+class _SavedProgram:
+    """The lowered program as built and the file it was written to, with that file's sha256."""
+
+    program: Program
+    path: Path
+    sha256: str
+
+
 def _save_program(
     backend: BackendConfig,
     program: ExportedProgram,
-    program_bytes: bytes,
-    exported_program: Path,
+    exported: _ExportedFile,
     parts: _Partitioned,
     fault: dict[str, Any] | None,
     run_dir: Path,
-) -> tuple[Program, Path]:
+) -> _SavedProgram:
     """Build the lowered program and write it, its weights by reference to exported.pt2."""
     lowered = build_program(
         program,
@@ -256,7 +272,7 @@ def _save_program(
             "backend": backend.name,
             "backend_target": backend._target_,
             "precision": backend.precision,
-            "program_fingerprint": hashlib.sha256(program_bytes).hexdigest(),
+            "program_fingerprint": exported.sha256,
             "ticks_per_ms": parts.instance.ticks_per_ms,
         },
     )
@@ -264,12 +280,11 @@ def _save_program(
     beside = run_dir / ArtifactName.EXPORTED_PROGRAM
     # Weights once: the program refers to exported.pt2's weights when it sits beside it.
     shared = (
-        weight_file(program_bytes, beside.name, str(beside))
-        if _same_file(exported_program, beside)
+        weight_file(exported.data, beside.name, str(beside), exported.sha256)
+        if _same_file(exported.path, beside)
         else None
     )
-    lowered.save(program_path, shared)
-    return lowered, program_path
+    return _SavedProgram(lowered, program_path, lowered.save(program_path, shared))
 
 
 def _delegate_maps(backend: BackendConfig, parts: _Partitioned) -> list[DelegateMapRecord]:
@@ -373,18 +388,16 @@ def run_lower(
     program = load_exported_program(program_bytes, str(exported_program), program_sha256)
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
+    exported = _ExportedFile(exported_program, program_bytes, program_sha256)
     requested = _fault(backend, program)
     parts = _partition(backend, program, inputs, requested)
     fault = _applied_fault(requested, parts, backend)
-    lowered, program_path = _save_program(
-        backend, program, program_bytes, exported_program, parts, fault, run_dir
-    )
+    saved = _save_program(backend, program, exported, parts, fault, run_dir)
+    lowered, program_path = saved.program, saved.path
     lowering_seconds = time.perf_counter() - started
-    # The run stage stamps this hash into the ETDump so analysis can refuse a foreign pairing.
-    fingerprints = (
-        program_sha256,
-        file_sha256(program_path),
-    )
+    # The run stage stamps the lowered program's hash into the ETDump so analysis can refuse a
+    # foreign pairing.
+    fingerprints = (exported.sha256, saved.sha256)
     maps = _delegate_maps(backend, parts)
     report = _lowering_report(backend, parts, lowered, fingerprints, fault)
     report_path = run_dir / ArtifactName.LOWERING_REPORT
@@ -400,6 +413,7 @@ def run_lower(
         etrecord,
         program=program,
         program_bytes=program_bytes,
+        program_sha256=exported.sha256,
         program_path=exported_program,
         inputs=inputs,
         reference_outputs=reference_outputs,

@@ -13,9 +13,18 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from stages.formats.program import ProgramError, load_program
-from stages.formats.shared_weights import EXTERNAL_MEMBER, open_weight_file, split_member
+from stages.formats.shared_weights import (
+    EXTERNAL_MEMBER,
+    WeightFile,
+    _matches,
+    open_weight_file,
+    restore,
+    share,
+    split_member,
+)
 from stages.lower.stage import run_lower
 from tests.helpers.lowering import export_and_lower
+from tests.helpers.plain_weight_scan import reference_matches
 
 
 def _rewrite(source: Path, target: Path, manifest: dict) -> None:
@@ -125,3 +134,79 @@ def test_hostile_references_are_refused(
     _rewrite(lowered_vit, target, manifest)
     with pytest.raises(ProgramError, match=message):
         load_program(target)
+
+
+def _original_members(program: Path) -> dict[str, bytes]:
+    """The constants and delegate blobs as the backend produced them (references spliced back)."""
+    with zipfile.ZipFile(program) as z:
+        names = [n for n in z.namelist() if n == "constants.pt" or n.startswith("delegates/")]
+        members = {n: z.read(n) for n in names}
+        if EXTERNAL_MEMBER not in z.namelist():
+            return members
+        manifest = json.loads(z.read(EXTERNAL_MEMBER))
+    return restore(members, manifest, program.parent / "exported.pt2", str(program))
+
+
+def _plain_share(members: dict[str, bytes], weights: WeightFile) -> dict[str, list[list]]:
+    """The manifest's members as the plain scan (the lower stage's former matching) cuts them."""
+    spliced: dict[str, list[list]] = {}
+    for name, data in members.items():
+        segments: list[list] = []
+        cursor = 0
+        for pos, member in reference_matches(data, weights.members):
+            if pos > cursor:
+                segments.append(["L", pos - cursor])
+            segments.append(["W", member])
+            cursor = pos + len(weights.members[member])
+        if segments and cursor < len(data):
+            segments.append(["L", len(data) - cursor])
+        if segments:
+            spliced[name] = segments
+    return spliced
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [("backend=xnnpack",), ("backend=qnn", "backend.precision=fp16"), ("backend=portable",)],
+    ids=["xnnpack-fp32", "qnn-fp16", "portable"],
+)
+def test_real_programs_share_exactly_what_the_plain_scan_finds(
+    tiny_cfg: Callable[..., DictConfig], tmp_path: Path, backend: tuple[str, ...]
+) -> None:
+    _, lowered = export_and_lower(
+        tiny_cfg("vit", "model.kwargs.dim=64", *backend), tmp_path / "run"
+    )
+    weights = open_weight_file(lowered.program.parent / "exported.pt2")
+    members = _original_members(lowered.program)
+    for data in members.values():
+        assert _matches(data, weights) == reference_matches(data, weights.members)
+    with zipfile.ZipFile(lowered.program) as z:
+        shared = EXTERNAL_MEMBER in z.namelist()
+        written = json.loads(z.read(EXTERNAL_MEMBER))["members"] if shared else {}
+    assert written == _plain_share(members, weights)
+    references = sum(s[0] == "W" for segments in written.values() for s in segments)
+    if "backend.precision=fp16" in backend:  # the blob holds converted weights: none to share
+        assert references == 0
+    else:
+        assert references >= 8
+
+
+def test_real_weights_at_odd_offsets_in_reversed_order_are_shared_and_restored(
+    lowered_vit: Path, tmp_path: Path
+) -> None:
+    exported = lowered_vit.parent / "exported.pt2"
+    weights = open_weight_file(exported)
+    parts: list[bytes] = [b"header"]
+    for i, payload in enumerate(reversed(list(weights.members.values()))):
+        parts += [payload, b"\x07" * (2 * i + 1)]  # odd gaps: no alignment at all
+    parts.append(next(iter(weights.members.values()))[:-1])  # a truncated copy is not a match
+    blob = b"".join(parts)
+    members = {"delegates/odd.bin": blob}
+    assert _matches(blob, weights) == reference_matches(blob, weights.members)
+    stored, manifest = share(members, weights)
+    assert [s[1] for s in manifest["members"]["delegates/odd.bin"] if s[0] == "W"] == list(
+        reversed(list(weights.members))
+    )
+    weight_bytes = sum(len(payload) for payload in weights.members.values())
+    assert len(stored["delegates/odd.bin"]) == len(blob) - weight_bytes
+    assert restore(stored, manifest, exported, "odd blob") == members

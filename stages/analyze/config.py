@@ -86,3 +86,8 @@ class AnalyzeConfig:
     )
     # A FAIL verdict ends the command with exit code 3 (pipeline.exit_codes); false: exit 0.
     fail_exit_code: bool = True
+    # Durations an event row keeps for exact statistics; past them a sketch whose percentiles are
+    # within 0.5%, so memory does not grow with iterations (stages/analyze/link/latency_stats.py).
+    latency_exact_samples: int = 1024
+    # trace.json shows the first N blocks of each name (N iterations); null: every block.
+    trace_iterations: int | None = 1000

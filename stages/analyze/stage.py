@@ -65,10 +65,11 @@ from stages.analyze.report.graph_outputs import write_graph_outputs
 from stages.analyze.report.html_report import render_report, write_report
 from stages.analyze.report.plots import has_inexact, plot_gap, plot_top_ops
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
-from stages.analyze.report.trace_export import build_trace, write_trace
+from stages.analyze.report.trace_export import build_trace, left_out_warning, write_trace
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import write_text_atomic
 from stages.formats.delegate_map_findings import ERROR, MAP_CHECK_KEY
+from stages.formats.etdump.streaming import holds_debug_events
 from stages.formats.paused_gc import paused_gc
 
 TOP_OPS_SVG = "top_ops_p50.svg"
@@ -121,8 +122,9 @@ def _numeric_gap(
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:
         return _Gaps([], [], blocker)
+    logged = replace(inputs.etdump, run_data=[*filter(holds_debug_events, inputs.etdump.run_data)])
     outputs = runtime_outputs(
-        inputs.etdump, buffer.payload, index, str(inputs.debug_buffer_path), map_check
+        logged, buffer.payload, index, str(inputs.debug_buffer_path), map_check
     )
     program = program or record.exported_program()
     names = fault_node_names(program.graph_module)
@@ -413,7 +415,7 @@ def _complete_summary(
     summary["warnings"] = _fault_warnings(linked.inputs.etrecord, found.flows, linked.program)
 
 
-def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
+def _event_rows(linked: _Linked, time_unit: str, exact_samples: int) -> list[Any]:
     """Event rows per method (instruction ids overlap across methods), the analysed method's
     first; only the method the ETRecord describes is linked through it."""
     return [
@@ -425,6 +427,7 @@ def _event_rows(linked: _Linked, time_unit: str) -> list[Any]:
             linked.parser,
             time_unit,
             part.name,
+            exact_samples,
         )
     ]
 
@@ -460,6 +463,25 @@ def _link_facts(
     summary["method"] = next(analysed, "")
 
 
+class AnalyzeOptionError(ValueError):
+    """An analyze option outside its range; the message names it and what to give."""
+
+
+def bounded_options(cfg: AnalyzeConfig) -> tuple[int, int | None]:
+    """analyze.latency_exact_samples and analyze.trace_iterations, checked."""
+    if cfg.latency_exact_samples < 0:
+        raise AnalyzeOptionError(
+            f"analyze.latency_exact_samples={cfg.latency_exact_samples}: give a count >= 0 "
+            "(durations an event row keeps exactly before it sketches them)"
+        )
+    if cfg.trace_iterations is not None and cfg.trace_iterations < 0:
+        raise AnalyzeOptionError(
+            f"analyze.trace_iterations={cfg.trace_iterations}: give a count >= 0 of blocks per "
+            "name trace.json shows, or null for all"
+        )
+    return cfg.latency_exact_samples, cfg.trace_iterations
+
+
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
 def run_analyze(
     cfg: AnalyzeConfig,
@@ -471,6 +493,7 @@ def run_analyze(
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
     started = time.perf_counter()
+    bounded_options(cfg)
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     gap_comparator = metric_comparator(comparators, cfg.gap_metric)
     linked = _load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
@@ -479,7 +502,7 @@ def run_analyze(
     budget = verdict_budget(cfg, index.precision)
 
     # Link: events and their stats.
-    event_rows = _event_rows(linked, cfg.time_unit)
+    event_rows = _event_rows(linked, cfg.time_unit, bounded_options(cfg)[0])
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
 
@@ -506,7 +529,10 @@ def run_analyze(
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON
-    write_trace(trace_path, build_trace(inputs.etdump, index, _trace_gaps(gaps, metric)))
+    trace = build_trace(inputs.etdump, index, _trace_gaps(gaps, metric), cfg.trace_iterations)
+    write_trace(trace_path, trace)
+    left_out = left_out_warning(trace, trace_path)
+    summary["warnings"] += [left_out] if left_out else []
     summary_path, report_path = _write_summary_and_report(
         run_dir,
         summary,

@@ -114,7 +114,8 @@ class EventTracer:
 
     def _flush(self) -> None:
         if self._blocks:
-            self._blocks[-1].events.extend(self._convert(e) for e in self._events)
+            block = self._blocks[-1]
+            block.events = [*block.events, *(self._convert(e) for e in self._events)]
             self._events = []
 
     def _keep(self, name: str | None, handle: int | None) -> bool:

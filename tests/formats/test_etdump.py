@@ -23,6 +23,7 @@ from stages.formats.etdump import (
     TensorRecord,
     ValueRecord,
     ValueType,
+    read_debug_buffer,
     read_etdump,
     read_etdump_bytes,
     tensor_from_buffer,
@@ -184,3 +185,21 @@ def test_debug_buffer_keeps_scalars_and_empty_tensors(tmp_path: Path) -> None:
     buffer = (tmp_path / "debug.bin").read_bytes()
     for value, record in zip(values, records, strict=True):
         assert torch.equal(tensor_from_buffer(buffer, record), value.contiguous())
+
+
+def test_logged_tensors_are_views_of_a_read_debug_buffer(tmp_path: Path) -> None:
+    """read_debug_buffer's payload is writable, so decoding shares its bytes instead of copying
+    them; a read-only buffer (bytes) still decodes, into a copy."""
+    writer = DebugBufferWriter()
+    values = [torch.randn(4, 5), torch.arange(7, dtype=torch.int64), torch.randn(3).half()]
+    records = [writer.append(v) for v in values]
+    writer.write(tmp_path / "debug.bin")
+    payload = read_debug_buffer(tmp_path / "debug.bin").payload
+    assert not memoryview(payload).readonly
+    start = torch.frombuffer(payload, dtype=torch.uint8).data_ptr()
+    for value, record in zip(values, records, strict=True):
+        shared = tensor_from_buffer(payload, record)
+        assert torch.equal(shared, value)
+        assert shared.data_ptr() == start + record.offset
+        copied = tensor_from_buffer(bytes(payload), record)
+        assert torch.equal(copied, value) and copied.data_ptr() != shared.data_ptr()

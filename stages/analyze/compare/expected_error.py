@@ -13,7 +13,7 @@ does not hide an error; the floor keeps tiny, near-cancelling outputs from faili
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,17 +131,49 @@ class PrecisionEmulation:
         return round_to_precision(value, self.precision, scale).to(value.dtype)
 
 
-def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().double().flatten() for t in tensors])
+# Elements per float64 slice: statistics are reduced slice by slice, so a large output costs
+# a few slices of float64, not whole float64 copies of it and its reference.
+_CHUNK = 1 << 16
 
 
-def _mean_square_error(a: torch.Tensor, b: torch.Tensor) -> float:
+def _slices(*sequences: Sequence[torch.Tensor]) -> Iterator[tuple[torch.Tensor, ...]]:
+    """Aligned float64 slices of same-shaped tensors (one sequence per side, sample by sample)."""
+    for parts in zip(*sequences, strict=True):
+        flat = [t.detach().reshape(-1) for t in parts]
+        for start in range(0, flat[0].numel(), _CHUNK):
+            yield tuple(f[start : start + _CHUNK].double() for f in flat)
+
+
+def _mean_square_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
     """Mean (a − b)² where the same ±inf/NaN on both sides counts as equal."""
-    d = a - b
-    if not bool(torch.isfinite(d).all()):
-        same = (a == b) | (torch.isnan(a) & torch.isnan(b))
-        d = torch.where(same, torch.zeros_like(d), d)
-    return float(torch.dot(d, d)) / d.numel() if d.numel() else 0.0
+    total, count = 0.0, 0
+    for x, y in _slices(a, b):
+        d = x - y
+        if not bool(torch.isfinite(d).all()):
+            same = (x == y) | (torch.isnan(x) & torch.isnan(y))
+            d = torch.where(same, torch.zeros_like(d), d)
+        total += float(torch.dot(d, d))
+        count += d.numel()
+    return total / count if count else 0.0
+
+
+def _spread(values: Sequence[torch.Tensor]) -> tuple[float, float]:
+    """Max |finite value| and the variance of the finite values (slices combined exactly as a
+    parallel variance: Chan et al.), 0.0 for fewer than two."""
+    count, mean, m2, top = 0, 0.0, 0.0, 0.0
+    for (x,) in _slices(values):
+        finite = x[torch.isfinite(x)]
+        n = finite.numel()
+        if not n:
+            continue
+        top = max(top, float(finite.abs().max()))
+        chunk_mean = float(finite.mean())
+        chunk_m2 = float(((finite - chunk_mean) ** 2).sum())
+        delta, total = chunk_mean - mean, count + n
+        mean += delta * n / total
+        m2 += chunk_m2 + delta * delta * count * n / total
+        count = total
+    return top, (m2 / count if count > 1 else 0.0)
 
 
 def _db(signal: float, noise: float) -> float:
@@ -163,12 +195,9 @@ def error_budget(
 
     excess_db = 10·log10(observed MSE / (expected MSE + floor²)); floor = floor_units × the
     precision's resolution × max |local reference|. Non-finite runtime values give +inf."""
-    rt, ref = _flat(runtime), _flat(local)
-    observed = _mean_square_error(rt, ref)
-    expected_mse = _mean_square_error(_flat(expected), ref) if expected else 0.0
-    finite = ref[torch.isfinite(ref)]
-    scale = float(finite.abs().max()) if finite.numel() else 0.0
-    variation = float(finite.var(unbiased=False)) if finite.numel() > 1 else 0.0
+    observed = _mean_square_error(runtime, local)
+    expected_mse = _mean_square_error(expected, local) if expected else 0.0
+    scale, variation = _spread(local)
     signal = variation if variation > 0 else scale * scale
     floor = (floor_units * RESOLUTION.get(precision, RESOLUTION[Precision.fp32]) * scale) ** 2
     allowed = expected_mse + floor
@@ -187,8 +216,7 @@ def error_budget(
 
 def variation_snr(runtime: Sequence[torch.Tensor], reference: Sequence[torch.Tensor]) -> float:
     """Error against the reference's variation in dB (its max |value| when it is constant)."""
-    rt, ref = _flat(runtime), _flat(reference)
-    finite = ref[torch.isfinite(ref)]
-    scale = float(finite.abs().max()) if finite.numel() else 0.0
-    variation = float(finite.var(unbiased=False)) if finite.numel() > 1 else 0.0
-    return _db(variation if variation > 0 else scale * scale, _mean_square_error(rt, ref))
+    scale, variation = _spread(reference)
+    return _db(
+        variation if variation > 0 else scale * scale, _mean_square_error(runtime, reference)
+    )

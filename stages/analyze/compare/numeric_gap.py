@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +29,13 @@ from stages.analyze.compare.expected_error import (
     PrecisionEmulation,
     constant_placeholders,
     error_budget,
-    max_abs_ranges,
     variation_snr,
+)
+from stages.analyze.compare.reference_stream import (
+    Liveness,
+    ReferenceStepper,
+    graph_liveness,
+    max_abs_ranges_streamed,
 )
 from stages.analyze.link.control_flow import (
     CondRecord,
@@ -52,7 +57,6 @@ from stages.analyze.link.linking import (
 from stages.analyze.link.map_check import MapCheck
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
-from stages.formats.reference_capture import flat_program_args
 
 Value = Any  # a tensor, a list of tensors, or None for values we do not compare
 
@@ -156,22 +160,6 @@ def runtime_outputs(
             value = decoded[0] if len(decoded) == 1 else decoded
             outputs.append(RuntimeOutput(order, sample, link, value))
     return outputs
-
-
-class _Reference(torch.fx.Interpreter):
-    """Keeps every node's value (placeholders, attributes and ops)."""
-
-    def __init__(self, module: torch.fx.GraphModule) -> None:
-        super().__init__(module, garbage_collect_values=False)
-
-
-def reference_values(
-    program: ExportedProgram, inputs: Sequence[torch.Tensor]
-) -> dict[torch.fx.Node, Any]:
-    interpreter = _Reference(program.graph_module)
-    with torch.no_grad():
-        interpreter.run(*flat_program_args(program, inputs))
-    return dict(interpreter.env)
 
 
 def _is_getitem(node: torch.fx.Node) -> bool:
@@ -282,26 +270,33 @@ def _like(value: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
         return value
 
 
-def _substitutions(
-    outputs: list[RuntimeOutput], env: dict[torch.fx.Node, Any], anchors: dict[int, torch.fx.Node]
-) -> dict[torch.fx.Node, Any]:
-    """Runtime values standing in for reference nodes, where shapes make the match certain."""
-    subst: dict[torch.fx.Node, Any] = {}
-    for position, out in enumerate(outputs):
-        anchor = anchors.get(position)
-        if anchor is None:
-            continue
-        ref, value = env.get(anchor), out.value
-        if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
-            if tuple(ref.shape) == tuple(value.shape):
-                subst[anchor] = _like(value, ref)
-        elif isinstance(ref, tuple | list) and isinstance(value, list) and len(ref) == len(value):
-            # split/chunk/unbind give lists, multi-output ops tuples: keep the reference's type
-            subst[anchor] = type(ref)(
-                _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
-                for v, r in zip(value, ref, strict=True)
-            )
-    return subst
+def _stand_in(value: Value, ref: Any, lists: bool = True) -> Any:
+    """`value` laid out like the reference value `ref` when shapes make the match certain (with
+    `lists`, also a list of values for a multi-output op's tuple or list), else None."""
+    if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
+        return _like(value, ref) if tuple(ref.shape) == tuple(value.shape) else None
+    if (
+        lists
+        and isinstance(ref, tuple | list)
+        and isinstance(value, list)
+        and len(ref) == len(value)
+    ):
+        # split/chunk/unbind give lists, multi-output ops tuples: keep the reference's type
+        return type(ref)(
+            _like(v, r) if isinstance(v, torch.Tensor) and isinstance(r, torch.Tensor) else r
+            for v, r in zip(value, ref, strict=True)
+        )
+    return None
+
+
+def _last_stand_in(candidates: Sequence[Value], ref: Any, lists: bool = True) -> Any:
+    """The last of `candidates` (runtime values logged for one node, in order) that can stand in
+    for `ref`; None when none can."""
+    for value in reversed(candidates):
+        found = _stand_in(value, ref, lists)
+        if found is not None:
+            return found
+    return None
 
 
 def group_outputs(group: GapGroup) -> list[torch.fx.Node]:
@@ -327,15 +322,12 @@ def _multi_output_nodes(group: GapGroup, runtime: Value, reference: Any) -> list
     return leaving if len(leaving) == len(runtime) else []
 
 
-def _partition_outputs(
-    sample_outputs: list[RuntimeOutput],
-    groups: list[GapGroup],
-    group_of: dict[DebugHandle, int],
-    env: dict[torch.fx.Node, Any],
-) -> dict[torch.fx.Node, Any]:
-    """A delegate call's logged outputs (a partition compared as a whole) standing in for the
+def _partition_candidates(
+    sample_outputs: list[RuntimeOutput], groups: list[GapGroup], group_of: dict[DebugHandle, int]
+) -> dict[torch.fx.Node, list[Value]]:
+    """A delegate call's logged outputs (a partition compared as a whole) as candidates for the
     partition's output nodes, in the partition's output order (nodes read from outside)."""
-    subst: dict[torch.fx.Node, Any] = {}
+    found: dict[torch.fx.Node, list[Value]] = {}
     for out in sample_outputs:
         link = out.link
         if link.partition_id is None or link.delegate_debug_identifier is not None:
@@ -352,15 +344,11 @@ def _partition_outputs(
         if len(outputs) != len(values):
             continue
         for node, value in zip(outputs, values, strict=True):
-            ref = env.get(node)
-            if not (isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor)):
-                continue
-            if tuple(ref.shape) == tuple(value.shape):
-                subst[node] = _like(value, ref)
-    return subst
+            found.setdefault(node, []).append(value)
+    return found
 
 
-def _note_unobserved(group: GapGroup, subst: dict[torch.fx.Node, Any]) -> None:
+def _note_unobserved(group: GapGroup, subst: Collection[torch.fx.Node]) -> None:
     """Record the ops upstream of the group whose runtime values were not given: its direct op
     inputs that were not logged, and their own unlogged producers (see GapGroup)."""
     members = set(group.nodes)
@@ -639,52 +627,6 @@ def compute_numeric_gap(
     return groups, rows
 
 
-def _branch_env(
-    sites: list[CondSite],
-    env: dict[torch.fx.Node, Any],
-    sample_outputs: list[RuntimeOutput],
-    subst: dict[torch.fx.Node, Any],
-    records: list[CondRecord],
-) -> None:
-    """Per cond: the branch each side took (into `records`); the reference values of the
-    runtime's branch ops (into `env`) and the runtime's operands for its placeholders (`subst`)."""
-    logged = {h for out in sample_outputs for h in out.link.debug_handles}
-    for site, record in zip(sites, records, strict=True):
-        pred_value = env.get(site.predicate) if site.predicate is not None else None
-        reference = bool(pred_value) if isinstance(pred_value, torch.Tensor) else None
-        runtime_pred = subst.get(site.predicate) if site.predicate is not None else None
-        taken = runtime_branch(site, logged, runtime_pred)
-        _, compared = predicate_source(site)
-        shown = compared if compared is not None else site.predicate
-        record.reference_branch.append(reference)
-        record.runtime_branch.append(taken)
-        record.reference_value.append(env.get(shown) if shown is not None else None)
-        record.runtime_value.append(subst.get(shown) if shown is not None else None)
-        if taken is None:
-            continue
-        operands = [env.get(o) if isinstance(o, torch.fx.Node) else o for o in site.operands]
-        env.update(run_branch(site, taken, operands))
-        for ph, operand in zip(site.placeholders(taken), site.operands, strict=False):
-            if isinstance(operand, torch.fx.Node) and operand in subst:
-                subst[ph] = subst[operand]
-
-
-def _cond_outputs(
-    sites: list[CondSite], records: list[CondRecord], subst: dict[torch.fx.Node, Any]
-) -> dict[torch.fx.Node, Any]:
-    """The cond outputs the local re-run uses: the runtime branch's logged outputs, so a cond
-    shows a local gap only when its own outputs differ from its branch's (a fault on the cond)."""
-    fixed: dict[torch.fx.Node, Any] = {}
-    for site, record in zip(sites, records, strict=True):
-        taken = record.runtime_branch[-1] if record.runtime_branch else None
-        if taken is None:
-            continue
-        outs = site.branch_outputs(taken)
-        if all(isinstance(o, torch.fx.Node) and o in subst for o in outs):
-            fixed[site.node] = tuple(subst[o] for o in outs)
-    return fixed
-
-
 def _cond_record(site: CondSite) -> CondRecord:
     op, compared = predicate_source(site)
     return CondRecord(
@@ -724,6 +666,209 @@ def _group_values(
     return values
 
 
+@dataclass
+class WalkStats:
+    """The most op outputs of the reference the comparison held at once (over all samples) and
+    their bytes: what bounds its memory."""
+
+    peak_values: int = 0
+    peak_bytes: int = 0
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, list | tuple):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
+
+
+class _SampleWalk:
+    """One sample's live state while the program is walked: its reference values, the runtime
+    values standing in for nodes (`subst`), and the value each group compares."""
+
+    def __init__(
+        self,
+        program: ExportedProgram,
+        inputs: Sequence[torch.Tensor],
+        outputs: list[RuntimeOutput],
+        anchor_of: Callable[[tuple[DebugHandle, ...]], torch.fx.Node | None],
+        groups: list[GapGroup],
+        group_of: dict[DebugHandle, int],
+    ) -> None:
+        self.stepper = ReferenceStepper(program, inputs)
+        self.logged = {h for out in outputs for h in out.link.debug_handles}
+        self.by_anchor: dict[torch.fx.Node, list[Value]] = {}
+        for out in outputs:
+            anchor = anchor_of(out.link.debug_handles)
+            if anchor is not None:
+                self.by_anchor.setdefault(anchor, []).append(out.value)
+        self.by_partition = _partition_candidates(outputs, groups, group_of)
+        self.values = _group_values(groups, group_of, outputs)
+        self.subst: dict[torch.fx.Node, Any] = {}
+        # Where a partition output also stands in as an anchor, the branch step of a cond saw the
+        # partition's value (substitution order: anchors, partitions, cond branches, anchors).
+        self.at_branch: dict[torch.fx.Node, Any] = {}
+        self.substituted: set[torch.fx.Node] = set()  # every node ever given a stand-in
+        self.fixed: dict[torch.fx.Node, Any] = {}
+
+    @property
+    def env(self) -> dict[torch.fx.Node, Any]:
+        return self.stepper.env
+
+    def evaluate(self, node: torch.fx.Node) -> None:
+        """A top-level node's reference value, and the runtime value standing in for it."""
+        ref = self.stepper.step(node)
+        anchored = _last_stand_in(self.by_anchor.get(node, ()), ref)
+        partition = _last_stand_in(self.by_partition.get(node, ()), ref, lists=False)
+        if anchored is not None:
+            self.subst[node] = anchored
+            if partition is not None:
+                self.at_branch[node] = partition
+        elif partition is not None:
+            self.subst[node] = partition
+        if node in self.subst:
+            self.substituted.add(node)
+
+    def _seen_at_branch(self, node: torch.fx.Node | None) -> Any:
+        if node is None:
+            return None
+        return self.at_branch.get(node, self.subst.get(node))
+
+    def branch(self, site: CondSite, record: CondRecord) -> None:
+        """The branch each side took at `site` (into `record`); the reference values of the
+        runtime's branch ops, their stand-ins, and the cond's outputs its local re-run uses."""
+        env = self.env
+        pred_value = env.get(site.predicate) if site.predicate is not None else None
+        reference = bool(pred_value) if isinstance(pred_value, torch.Tensor) else None
+        taken = runtime_branch(site, self.logged, self._seen_at_branch(site.predicate))
+        _, compared = predicate_source(site)
+        shown = compared if compared is not None else site.predicate
+        record.reference_branch.append(reference)
+        record.runtime_branch.append(taken)
+        record.reference_value.append(env.get(shown) if shown is not None else None)
+        record.runtime_value.append(self._seen_at_branch(shown))
+        if taken is None:
+            return
+        operands = [env.get(o) if isinstance(o, torch.fx.Node) else o for o in site.operands]
+        values = run_branch(site, taken, operands)
+        env.update(values)
+        for ph, operand in zip(site.placeholders(taken), site.operands, strict=False):
+            if isinstance(operand, torch.fx.Node) and operand in self.subst:
+                self.subst[ph] = self._seen_at_branch(operand)
+                self.substituted.add(ph)
+        for node, ref in values.items():
+            if node.op == "call_function":
+                anchored = _last_stand_in(self.by_anchor.get(node, ()), ref)
+                if anchored is not None:
+                    self.subst[node] = anchored
+                    self.substituted.add(node)
+        outs = site.branch_outputs(taken)
+        if all(isinstance(o, torch.fx.Node) and o in self.subst for o in outs):
+            self.fixed[site.node] = tuple(self.subst[o] for o in outs)
+
+    def release(self, node: torch.fx.Node) -> None:
+        for held in (self.env, self.subst, self.at_branch, self.fixed):
+            held.pop(node, None)
+
+
+def _liveness(
+    order: Sequence[torch.fx.Node],
+    starts: dict[int, list[CondSite]],
+    ready: dict[int, list[int]],
+    groups: list[GapGroup],
+) -> Liveness:
+    """The last step reading each node: the graph's own reads, each cond's branch step (its
+    predicate, operands and both branches' nodes), and each group's comparison (its members,
+    the values it re-runs on, and the getitem sources a stand-in may be indexed from)."""
+    live = graph_liveness(order)
+    for step, started in starts.items():
+        for site in started:
+            _, compared = predicate_source(site)
+            live.read([site.predicate, compared, *site.operands], step)
+            for branch in site.branches:
+                live.read(branch.graph.nodes, step)
+    for step, ready_groups in ready.items():
+        for gi in ready_groups:
+            members = set(groups[gi].nodes)
+            live.read(members, step)
+            for node in members:
+                for arg in node.all_input_nodes:
+                    live.read([arg], step)
+                    if _is_getitem(arg):
+                        live.read(arg.all_input_nodes, step)
+    return live
+
+
+@dataclass(frozen=True)
+class _WalkPlan:
+    """At which step of the walk each cond takes its branch, each group is compared and each
+    node's reference value is released (none when values are kept)."""
+
+    starts: dict[int, list[CondSite]]
+    ready: dict[int, list[int]]
+    dying: dict[int, list[torch.fx.Node]]
+
+
+def _plan(
+    order: Sequence[torch.fx.Node],
+    topo: dict[torch.fx.Node, int],
+    sites: list[CondSite],
+    groups: list[GapGroup],
+    release_values: bool,
+) -> _WalkPlan:
+    starts: dict[int, list[CondSite]] = {}
+    for site in sites:  # branch ops come just before their cond in `order`
+        nodes = [*site.branch_nodes(True), *site.branch_nodes(False), site.node]
+        starts.setdefault(min(topo[n] for n in nodes), []).append(site)
+    ready: dict[int, list[int]] = {}
+    for gi, group in enumerate(groups):
+        if group.anchor is not None:
+            ready.setdefault(max(topo[n] for n in group.nodes), []).append(gi)
+    dying = _liveness(order, starts, ready, groups).dying() if release_values else {}
+    return _WalkPlan(starts, ready, dying)
+
+
+def _anchor_finder(
+    groups: list[GapGroup], group_of: dict[DebugHandle, int]
+) -> Callable[[tuple[DebugHandle, ...]], torch.fx.Node | None]:
+    """The node a logged output's handles stand for: its group's last op among them."""
+    cache: dict[tuple[DebugHandle, ...], torch.fx.Node | None] = {}
+
+    def anchor_of(handles: tuple[DebugHandle, ...]) -> torch.fx.Node | None:
+        if handles not in cache:
+            wanted = set(handles)
+            nodes = [
+                n
+                for n in groups[group_of[handles[0]]].nodes
+                if not _is_getitem(n) and get_debug_handle(n) in wanted
+            ]
+            cache[handles] = nodes[-1] if nodes else None
+        return cache[handles]
+
+    return anchor_of
+
+
+def _group_slots(
+    gi: int,
+    group: GapGroup,
+    walks: list[_SampleWalk],
+    noted: set[int],
+    emulation: PrecisionEmulation | None,
+) -> dict[tuple[int, int], _Slot]:
+    """One group's runtime outputs over the samples, paired with their reference values."""
+    slots: dict[tuple[int, int], _Slot] = {}
+    for walk in walks:
+        if gi not in walk.values:
+            continue
+        if gi not in noted:  # once per group: the same ops are logged in every sample
+            noted.add(gi)
+            _note_unobserved(group, walk.substituted)
+        env, subst = walk.env, walk.subst
+        _collect_group(slots, gi, group, walk.values[gi], env, subst, walk.fixed, emulation)
+    return slots
+
+
 def numeric_gap_and_flow(
     outputs: list[RuntimeOutput],
     program: ExportedProgram,
@@ -732,6 +877,8 @@ def numeric_gap_and_flow(
     tie_tolerance: float = 0.0,
     precision: str | None = None,
     floor_units: float = 0.0,
+    stats: WalkStats | None = None,
+    release_values: bool = True,
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
@@ -739,58 +886,62 @@ def numeric_gap_and_flow(
     outputs with the tie rule at `tie_tolerance` (stages/analyze/compare/exact_compare.py). Ops inside a
     torch.cond branch are compared against the same branch of the reference on its operands.
     With `precision`, float rows get an error budget: observed local error against what that
-    precision alone costs there (stages/analyze/compare/expected_error.py)."""
+    precision alone costs there (stages/analyze/compare/expected_error.py).
+
+    The program is walked once, every sample in step, in topological order: a group is compared
+    as soon as its last node is evaluated, and each reference value is released after its last
+    reader (`release_values=False` keeps them all, to check that releasing changes nothing);
+    `stats` receives how many values were held at once."""
     graph = program.graph_module.graph
     sites = cond_sites(program.graph_module)
     records = [_cond_record(s) for s in sites]
-    groups, topo = build_groups(outputs, graph, node_order(graph, sites))
+    record_of = {site.node: record for site, record in zip(sites, records, strict=True)}
+    order = node_order(graph, sites)
+    groups, topo = build_groups(outputs, graph, order)
     group_of: dict[DebugHandle, int] = {h: i for i, g in enumerate(groups) for h in g.handles}
     by_sample: dict[int, list[RuntimeOutput]] = {}
     for out in outputs:
         by_sample.setdefault(out.sample, []).append(out)
-
-    anchor_cache: dict[tuple[DebugHandle, ...], torch.fx.Node | None] = {}
-
-    def anchor_of(handles: tuple[DebugHandle, ...]) -> torch.fx.Node | None:
-        if handles not in anchor_cache:
-            wanted = set(handles)
-            nodes = [
-                n
-                for n in groups[group_of[handles[0]]].nodes
-                if not _is_getitem(n) and get_debug_handle(n) in wanted
-            ]
-            anchor_cache[handles] = nodes[-1] if nodes else None
-        return anchor_cache[handles]
-
+    anchor_of = _anchor_finder(groups, group_of)
     emulation = _emulation(program, samples, precision)
-    slots: dict[tuple[int, int], _Slot] = {}
+    walks = [
+        _SampleWalk(program, samples[sample], sample_outputs, anchor_of, groups, group_of)
+        for sample, sample_outputs in sorted(by_sample.items())
+        if sample < len(samples)
+    ]
+    plan = _plan(order, topo, sites, groups, release_values)
+    options = (comparators, tie_tolerance, emulation, floor_units)
+    rows: list[GapRow] = []
     noted: set[int] = set()
-    for sample, sample_outputs in sorted(by_sample.items()):
-        if sample >= len(samples):
-            continue
-        env = reference_values(program, samples[sample])
-        anchors = {
-            i: a
-            for i, out in enumerate(sample_outputs)
-            if (a := anchor_of(out.link.debug_handles)) is not None
-        }
-        subst = _substitutions(sample_outputs, env, anchors)  # top-level nodes
-        subst.update(_partition_outputs(sample_outputs, groups, group_of, env))
-        _branch_env(sites, env, sample_outputs, subst, records)
-        subst.update(_substitutions(sample_outputs, env, anchors))  # ... and the branch ops
-        fixed = _cond_outputs(sites, records, subst)
-        for gi, value in _group_values(groups, group_of, sample_outputs).items():
-            if gi not in noted:  # once per group: the same ops are logged in every sample
-                noted.add(gi)
-                _note_unobserved(groups[gi], subst)
-            _collect_group(slots, gi, groups[gi], value, env, subst, fixed, emulation)
-
-    for gi, group in enumerate(groups):
-        if group.anchor is None:  # a handle with no node of the program (e.g. a nested cond)
-            slots[(gi, 0)] = _Slot(status="no_reference")
-    rows = _build_rows(groups, topo, slots, comparators, tie_tolerance, emulation, floor_units)
+    for step, node in enumerate(order):
+        for site in plan.starts.get(step, ()):
+            for walk in walks:
+                walk.branch(site, record_of[site.node])
+        if node.graph is graph:
+            for walk in walks:
+                walk.evaluate(node)
+        if stats is not None:
+            _note_peak(stats, walks)
+        for gi in plan.ready.get(step, ()):
+            slots = _group_slots(gi, groups[gi], walks, noted, emulation)
+            rows += _build_rows(groups, topo, slots, *options)
+        for released in plan.dying.get(step, ()):
+            for walk in walks:
+                walk.release(released)
+    missing = {  # a handle with no node of the program (e.g. a nested cond)
+        (gi, 0): _Slot(status="no_reference") for gi, g in enumerate(groups) if g.anchor is None
+    }
+    rows += _build_rows(groups, topo, missing, *options)
+    rows.sort(key=lambda r: (r.group, r.output_index))
     _mark_flips(rows, groups, sites, records)
     return groups, rows, records
+
+
+def _note_peak(stats: WalkStats, walks: list[_SampleWalk]) -> None:
+    """Fold the op outputs held now into `stats` (parameters and inputs belong to the program)."""
+    held = [v for w in walks for n, v in w.env.items() if n.op == "call_function"]
+    stats.peak_values = max(stats.peak_values, len(held))
+    stats.peak_bytes = max(stats.peak_bytes, sum(_tensor_bytes(v) for v in held))
 
 
 def _emulation(
@@ -802,7 +953,6 @@ def _emulation(
     if precision is None:
         return None
     emulation = PrecisionEmulation(precision, constant_placeholders(program))
-    if precision == "int8":
-        for sample in samples:  # as the lower stage calibrates: over every representative input
-            max_abs_ranges(reference_values(program, sample), emulation.ranges)
+    if precision == "int8":  # as the lower stage calibrates: over every representative input
+        max_abs_ranges_streamed(program, samples, emulation.ranges)
     return emulation

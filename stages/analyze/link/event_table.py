@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from stages.analyze.config import UNITS_PER_MS
+from stages.analyze.link.latency_stats import DEFAULT_EXACT_SAMPLES, LatencyStats
 from stages.analyze.link.linking import (
     NS_PER_MS,
     Link,
@@ -28,9 +27,6 @@ from stages.analyze.link.linking import (
 from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import STAMP_EVENTS
-
-# The percentile columns of the event table, by name.
-PERCENTILES: dict[str, float] = {"p10": 10.0, "p50": 50.0, "p90": 90.0}
 
 TIME_UNITS = UNITS_PER_MS
 EVENT_COLUMNS = (
@@ -65,25 +61,25 @@ class TimeUnitError(ValueError):
 
 @dataclass
 class EventRow:
+    """One event of the program across iterations: its link, and its latencies in bounded
+    memory (`LatencyStats`); the parsed delegate metadata of its first occurrences."""
+
     event_block_name: str
     event_name: str
     instruction_id: int
     link: Link
-    durations: list[float] = field(default_factory=list)
-    starts_ns: list[float] = field(default_factory=list)
+    latencies: LatencyStats = field(default_factory=LatencyStats)
     metadatas: list[dict[str, Any]] = field(default_factory=list)
     ops: dict[str, list[str]] = field(default_factory=dict)
     method: str = ""  # the program method the block ran (several-method programs)
 
+    @property
+    def count(self) -> int:
+        return self.latencies.count
+
     def stat(self, name: str) -> float:
-        values = np.asarray(self.durations, dtype=float)
-        if name == "avg":
-            return float(values.mean())
-        if name == "min":
-            return float(values.min())
-        if name == "max":
-            return float(values.max())
-        return float(np.percentile(values, PERCENTILES[name]))  # linear, between ranks
+        """avg, min, max, p10, p50 or p90 of the row's durations."""
+        return self.latencies.stat(name)
 
 
 def unit_factor(unit: str) -> float:
@@ -98,9 +94,12 @@ def build_event_rows(
     parser: MetadataParser | None,
     unit: str = "ms",
     method: str = "",
+    exact_samples: int = DEFAULT_EXACT_SAMPLES,
 ) -> list[EventRow]:
     """Rows in first-seen order; durations converted from each clock to `unit`. `dump` holds
-    one method's blocks (`method` names it), as instruction ids overlap across methods."""
+    one method's blocks (`method` names it), as instruction ids overlap across methods. A row
+    keeps `exact_samples` durations and as many parsed metadatas; past them a sketch of the
+    durations (`LatencyStats`), so memory does not grow with the iterations."""
     factor = unit_factor(unit)
     rows: dict[tuple[Any, ...], EventRow] = {}
     for block in dump.run_data:
@@ -125,13 +124,17 @@ def build_event_rows(
                     pe.name or (str(ident) if ident is not None else ""),
                     pe.instruction_id,
                     link,
+                    LatencyStats(exact_samples),
                     ops=ops_of(index, link.debug_handles),
                     method=method,
                 )
             ticks = index.delegate_ticks_per_ms if ident is not None else NS_PER_MS
-            row.durations.append((pe.end_time - pe.start_time) / ticks * factor)
-            row.starts_ns.append(float(pe.start_time))
-            if pe.delegate_debug_metadata and parser is not None:
+            row.latencies.add((pe.end_time - pe.start_time) / ticks * factor)
+            if (
+                pe.delegate_debug_metadata
+                and parser is not None
+                and len(row.metadatas) < exact_samples
+            ):
                 row.metadatas.append(parser(pe.delegate_debug_metadata))
     return list(rows.values())
 
@@ -157,7 +160,7 @@ def event_record(row: EventRow, unit: str) -> dict[str, Any]:
         "module_hierarchy": row.ops.get("module_hierarchy", []),
         "delegate_debug_metadatas": row.metadatas,
         "op_names": row.ops.get("op_names", []),
-        "count": len(row.durations),
+        "count": row.count,
         "time_unit": unit,
         "instruction_id": row.instruction_id,
         # map (the ETRecord's / delegate's own), recovered (xnnpack_recovery) or none

@@ -13,14 +13,13 @@ def input_warnings(
 ) -> list[str]:
     """What the analysed files lack, each naming the file and what to do."""
     warnings = []
-    events = [e for b in dump.run_data for e in b.events]
-    profiled = [
-        e
-        for e in events
-        if e.profile_event is not None and e.profile_event.name not in STAMP_EVENTS
-    ]
+    profiled = any(
+        e.profile_event is not None and e.profile_event.name not in STAMP_EVENTS
+        for b in dump.run_data
+        for e in b.events
+    )
     if not profiled:
-        logged = sum(e.debug_event is not None for e in events)
+        logged = sum(e.debug_event is not None for b in dump.run_data for e in b.events)
         warnings.append(
             f"{etdump} holds no profiling events ({logged} debug events): events.csv and the "
             "timings are empty; write the ETDump with profiling on (ExecuTorch: enable_etdump=True "

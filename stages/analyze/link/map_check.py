@@ -25,6 +25,7 @@ from stages.formats.delegate_map_findings import (
 )
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS, DebugEvent
+from stages.formats.etdump.streaming import holds_debug_events
 from stages.formats.etrecord import DelegateMapRecord, ETRecord
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def _identifier_events(dump: ETDumpData) -> Iterator[tuple[int, DelegateIdentifi
 def _executed_in_capture(dump: ETDumpData, index: ProgramIndex) -> set[int]:
     """Delegate instructions that ran in a block where the run logged intermediate outputs."""
     found: set[int] = set()
-    for block in dump.run_data:
+    for block in filter(holds_debug_events, dump.run_data):
         debug = [e.debug_event for e in block.events if e.debug_event is not None]
         if not any(de.instruction_id >= 0 for de in debug):
             continue  # not a capture block: the run did not ask for outputs here

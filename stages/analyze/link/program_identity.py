@@ -30,6 +30,7 @@ from stages.formats.debug_handles import DebugHandle, get_debug_handle
 from stages.formats.etdump import DebugBuffer, ETDumpData, TensorRecord, ValueType
 from stages.formats.etdump.debug_buffer import scalar_dtype, tensor_nbytes
 from stages.formats.etdump.records import DEBUG_BUFFER_EVENT, DebugEvent
+from stages.formats.etdump.streaming import holds_debug_events
 
 PROVEN = "proven"
 UNPROVEN = "unproven"
@@ -67,7 +68,7 @@ class ProgramIdentity:
 
 
 def _debug_tensors(dump: ETDumpData) -> Iterator[tuple[DebugEvent, list[TensorRecord]]]:
-    for block in dump.run_data:
+    for block in filter(holds_debug_events, dump.run_data):
         for event in block.events:
             de = event.debug_event
             value = de.debug_entry if de is not None else None
@@ -83,7 +84,7 @@ def _output_tensors(
     dump: ETDumpData, index: ProgramIndex
 ) -> Iterator[tuple[DebugEvent, list[TensorRecord]]]:
     """Logged instruction outputs only (not a delegate call's logged inputs)."""
-    for block in dump.run_data:
+    for block in filter(holds_debug_events, dump.run_data):
         for _, de, values in logged_outputs(block.events, index):
             records: list[TensorRecord] = []
             for value in values:

@@ -84,9 +84,19 @@ def needs_recovery(index: ProgramIndex) -> list[int]:
 
 
 def kernel_sequences(dump: ETDumpData, instructions: Iterable[int]) -> dict[int, list[list[str]]]:
-    """Per delegate instruction, each call's kernel identifiers in order (all blocks)."""
+    """Per delegate instruction, the distinct kernel sequences of its calls (identifiers in
+    order), first seen first: a call repeats its sequence every execution, kept once, so a long
+    run holds no more than a short one."""
     wanted = set(instructions)
     calls: dict[int, list[list[str]]] = {i: [] for i in wanted}
+    distinct: set[tuple[int, tuple[str, ...]]] = set()
+
+    def add(instruction: int, sequence: list[str]) -> None:
+        key = (instruction, tuple(sequence))
+        if key not in distinct:
+            distinct.add(key)
+            calls[instruction].append(sequence)
+
     for block in dump.run_data:
         current: dict[int, list[str]] = {}
         for event in block.events:
@@ -96,16 +106,16 @@ def kernel_sequences(dump: ETDumpData, instructions: Iterable[int]) -> dict[int,
             ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
             if not isinstance(ident, str):
                 if current.get(pe.instruction_id):  # the call's own event ends it
-                    calls[pe.instruction_id].append(current.pop(pe.instruction_id))
+                    add(pe.instruction_id, current.pop(pe.instruction_id))
                 continue
             sequence = current.setdefault(pe.instruction_id, [])
             if ident in sequence:  # the same call ran again without its own event between
-                calls[pe.instruction_id].append(current.pop(pe.instruction_id))
+                add(pe.instruction_id, current.pop(pe.instruction_id))
                 sequence = current.setdefault(pe.instruction_id, [])
             sequence.append(ident)
         for instruction, sequence in current.items():
             if sequence:
-                calls[instruction].append(sequence)
+                add(instruction, sequence)
     return calls
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.formats.etdump import DebugBuffer, ETDumpData, read_debug_buffer, read_etdump
+from stages.formats.etdump import DebugBuffer, ETDumpData, read_debug_buffer
 from stages.formats.etdump.records import ETDumpError
+from stages.formats.etdump.streaming import open_etdump
 from stages.formats.etrecord import ETRecord
 
 
@@ -40,7 +41,7 @@ def load_inputs(
             "analyze.etdump=PATH to an ETDump"
         )
     try:
-        dump = read_etdump(etdump)
+        dump = open_etdump(etdump)  # events decoded on each pass: memory bounded at any size
     except ETDumpError as exc:
         raise AnalyzeInputError(f"analyze.etdump: {exc}") from exc
     buffer = None

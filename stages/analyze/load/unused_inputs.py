@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.analyze.load.loading import AnalysisInputs
+from stages.formats.etdump.streaming import holds_debug_events
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,8 @@ class NotEvaluated:
 
 def logged_debug_values(inputs: AnalysisInputs) -> int:
     """How many debug events (intermediate or program outputs) the ETDump carries."""
-    return sum(1 for b in inputs.etdump.run_data for e in b.events if e.debug_event is not None)
+    blocks = filter(holds_debug_events, inputs.etdump.run_data)
+    return sum(1 for b in blocks for e in b.events if e.debug_event is not None)
 
 
 def gap_blocker(inputs: AnalysisInputs) -> NotEvaluated | None:

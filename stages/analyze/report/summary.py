@@ -124,12 +124,10 @@ def latency_ms(
 ) -> tuple[float | None, float | None, float | None]:
     """p50/p90 of Method::execute in ms (rows hold `time_unit`) and the delegated share of it."""
     analysed = rows[0].method if rows else ""  # several methods: the analysed one comes first
-    method = [
-        r for r in rows if r.event_name == METHOD_EVENT and r.durations and r.method == analysed
-    ]
+    method = [r for r in rows if r.event_name == METHOD_EVENT and r.count and r.method == analysed]
     if not method:
         return None, None, None
-    main = max(method, key=lambda r: len(r.durations))
+    main = max(method, key=lambda r: r.count)
     p50, p90 = main.stat("p50"), main.stat("p90")
     delegate = sum(
         r.stat("p50")

@@ -2,11 +2,14 @@
 
 Delegates that log on their own clock (post-time cycles) are placed inside their DELEGATE_CALL
 slice, keeping their relative offsets and converting ticks with the backend's ticks_per_ms.
+Written one slice at a time from the ETDump, the first `analyze.trace_iterations` blocks of each
+name (a browser cannot open a trace of a million slices).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,19 +29,36 @@ from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS
 OPERATOR_LANE = 1
 
 
+# Timed blocks of one name (ExecuTorch's 'Execute', one per iteration) the trace shows at most
+# (`analyze.trace_iterations`): a browser cannot open a trace of a million slices.
+DEFAULT_TRACE_ITERATIONS = 1000
+
+Slice = tuple[float, float, int, int, int]  # start (ns), end (ns), lane, block, static
+
+
 @dataclass
 class Trace:
-    """Slices before serialisation: per slice its span (ns), lane, block and its static part."""
+    """What trace.json shows, before serialisation: the slices come from the ETDump again on
+    each pass (`slices()`), so a trace of any length is written in bounded memory."""
 
-    slices: list[tuple[float, float, int, int, int]] = field(default_factory=list)
+    dump: ETDumpData
+    index: ProgramIndex
+    gaps: dict[tuple[int, ...], dict[str, Any]]
+    shown: list[int]  # indices of the blocks shown
     statics: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (label, args)
-    blocks: list[str] = field(default_factory=list)  # block names
     lanes: dict[str, int] = field(default_factory=lambda: {"operators": OPERATOR_LANE})
+    resolved: dict[tuple[Any, ...], _Instruction] = field(default_factory=dict)
+    origin: float | None = None  # the earliest slice start (ns): the trace's zero
+    left_out: dict[str, int] = field(default_factory=dict)  # per block name, blocks not shown
 
     @property
-    def origin(self) -> float | None:
-        """The earliest slice start (ns): the trace's zero."""
-        return min((s[0] for s in self.slices), default=None)
+    def blocks(self) -> list[str]:
+        return [b.name for b in self.dump.run_data]
+
+    def slices(self) -> Iterator[Slice]:
+        """Every slice of the shown blocks, in order (instructions linked once, on first sight)."""
+        for block_index in self.shown:
+            yield from _block_slices(self, block_index)
 
 
 def _static(
@@ -99,66 +119,109 @@ def _instruction(
     )
 
 
-def build_trace(
-    dump: ETDumpData, index: ProgramIndex, gaps: dict[tuple[int, ...], dict[str, Any]]
-) -> Trace:
-    """A slice for every profile event; `gaps` maps a handle tuple to args to attach."""
-    trace = Trace()
-    resolved: dict[tuple[Any, ...], _Instruction] = {}
+def _block_slices(trace: Trace, block_index: int) -> Iterator[Slice]:
+    """The slices of one block; delegate events on their own clock placed in their call."""
+    index = trace.index
     ns_per_tick = NS_PER_MS / index.delegate_ticks_per_ms
-    add = trace.slices.append
+    call: tuple[float, float] | None = None
+    delegate_base: float | None = None
+    for event in trace.dump.run_data[block_index].events:
+        pe = event.profile_event
+        if pe is None or pe.name in STAMP_EVENTS:
+            continue
+        ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
+        key = (pe.name, pe.instruction_id, ident)
+        known = trace.resolved.get(key)
+        if known is None:  # the same instruction recurs in every iteration
+            known = trace.resolved[key] = _instruction(trace, index, pe, ident, trace.gaps)
+        start, end = float(pe.start_time), float(pe.end_time)
+        if known.starts_call:
+            call, delegate_base = (start, end), None
+        elif known.delegated and call is not None and not (call[0] <= start <= call[1]):
+            delegate_base = start if delegate_base is None else delegate_base
+            start = call[0] + (start - delegate_base) * ns_per_tick
+            end = start + (pe.end_time - pe.start_time) * ns_per_tick
+        yield start, end, known.lane, block_index, known.static
+
+
+def _shown_blocks(dump: ETDumpData, iterations: int | None) -> tuple[list[int], dict[str, int]]:
+    """The first `iterations` blocks of each name (all with None), and per name how many not."""
+    shown: list[int] = []
+    seen: dict[str, int] = {}
+    left_out: dict[str, int] = {}
     for block_index, block in enumerate(dump.run_data):
-        trace.blocks.append(block.name)
-        call: tuple[float, float] | None = None
-        delegate_base: float | None = None
-        for event in block.events:
-            pe = event.profile_event
-            if pe is None or pe.name in STAMP_EVENTS:
-                continue
-            ident = identifier_of(pe.delegate_debug_id_int, pe.delegate_debug_id_str)
-            key = (pe.name, pe.instruction_id, ident)
-            known = resolved.get(key)
-            if known is None:  # the same instruction recurs in every iteration
-                known = resolved[key] = _instruction(trace, index, pe, ident, gaps)
-            start, end = float(pe.start_time), float(pe.end_time)
-            if known.starts_call:
-                call, delegate_base = (start, end), None
-            elif known.delegated and call is not None and not (call[0] <= start <= call[1]):
-                delegate_base = start if delegate_base is None else delegate_base
-                start = call[0] + (start - delegate_base) * ns_per_tick
-                end = start + (pe.end_time - pe.start_time) * ns_per_tick
-            add((start, end, known.lane, block_index, known.static))
+        seen[block.name] = seen.get(block.name, 0) + 1
+        if iterations is None or seen[block.name] <= iterations:
+            shown.append(block_index)
+        else:
+            left_out[block.name] = left_out.get(block.name, 0) + 1
+    return shown, left_out
+
+
+def build_trace(
+    dump: ETDumpData,
+    index: ProgramIndex,
+    gaps: dict[tuple[int, ...], dict[str, Any]],
+    iterations: int | None = DEFAULT_TRACE_ITERATIONS,
+) -> Trace:
+    """A slice for every profile event of the first `iterations` blocks of each name (None:
+    all); `gaps` maps a handle tuple to args to attach. One pass links the instructions and
+    finds the trace's zero; `write_trace` makes the second."""
+    shown, left_out = _shown_blocks(dump, iterations)
+    trace = Trace(dump, index, gaps, shown, left_out=left_out)
+    trace.origin = min((s[0] for s in trace.slices()), default=None)
     return trace
 
 
-def trace_events(trace: Trace) -> dict[str, Any]:
-    """The Chrome trace: times from ns since the first slice to µs (3 decimals), lane names."""
+def left_out_warning(trace: Trace, path: Path) -> str | None:
+    """What the trace leaves out, for summary.json's warnings; None when it shows every block."""
+    if not trace.left_out:
+        return None
+    names = trace.blocks
+    parts = ", ".join(
+        f"{names.count(name) - left} of {names.count(name)} {name!r} blocks"
+        for name, left in trace.left_out.items()
+    )
+    return (
+        f"{path} shows the first {parts} (events.csv and the timings cover them all); "
+        "analyze.trace_iterations=N shows more, analyze.trace_iterations=null all"
+    )
+
+
+def _trace_event(trace: Trace, item: Slice, origin: float) -> dict[str, Any]:
+    start, end, lane, block, static = item
+    label, args = trace.statics[static]
+    name = trace.dump.run_data[block].name
+    return {
+        "name": label,
+        "cat": name,
+        "ph": "X",
+        "ts": round((start - origin) / 1e3, 3),
+        "dur": round(max(end - start, 0.0) / 1e3, 3),
+        "pid": 1,
+        "tid": lane,
+        "args": {"event_block": name, "block_index": block, **args},
+    }
+
+
+def trace_events(trace: Trace) -> Iterator[dict[str, Any]]:
+    """The Chrome trace's events: lane names, then slices with times from ns since the first
+    slice to µs (3 decimals)."""
     origin = trace.origin or 0.0
-    events: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "program"}}
-    ]
-    events += [
-        {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
-        for name, tid in trace.lanes.items()
-    ]
-    for start, end, lane, block, static in trace.slices:
-        label, args = trace.statics[static]
-        events.append(
-            {
-                "name": label,
-                "cat": trace.blocks[block],
-                "ph": "X",
-                "ts": round((start - origin) / 1e3, 3),
-                "dur": round(max(end - start, 0.0) / 1e3, 3),
-                "pid": 1,
-                "tid": lane,
-                "args": {"event_block": trace.blocks[block], "block_index": block, **args},
-            }
-        )
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
+    yield {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "program"}}
+    for name, tid in trace.lanes.items():
+        yield {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}
+    for item in trace.slices():
+        yield _trace_event(trace, item, origin)
 
 
 def write_trace(path: Path, trace: Trace) -> None:
-    """trace.json, written atomically; a non-finite time or gap value is a bug, never written."""
+    """trace.json, written atomically one event at a time (what `json.dump` of the whole
+    `{"traceEvents": [...], "displayTimeUnit": "ms"}` writes); a non-finite time or gap value
+    is a bug, never written."""
+    encode = json.JSONEncoder(allow_nan=False).encode
     with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
-        json.dump(trace_events(trace), fh, allow_nan=False)
+        fh.write('{"traceEvents": [')
+        for position, event in enumerate(trace_events(trace)):
+            fh.write(", " + encode(event) if position else encode(event))
+        fh.write('], "displayTimeUnit": "ms"}')

@@ -2,6 +2,7 @@
 
 write_etdump(path, ETDumpData(...))        # records -> file, with the flatbuffers runtime
 read_etdump(path_or_bytes) -> ETDumpData   # bounds-checked; ETDumpError on bad input
+streaming.open_etdump(path) -> ETDumpData  # the same, events decoded lazily: memory bounded
 read_debug_buffer(path) -> DebugBuffer      # tensor bytes + our trailer (program, sha256)
 tensor_from_buffer(debug_bytes, record)    # a logged tensor from the debug buffer
 """

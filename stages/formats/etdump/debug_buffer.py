@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +113,7 @@ class DebugBufferWriter:
         return self.size + TRAILER_SIZE
 
 
-def parse_debug_buffer(data: bytes, where: str = "debug buffer") -> DebugBuffer:
+def parse_debug_buffer(data: bytes | bytearray, where: str = "debug buffer") -> DebugBuffer:
     """Split off and verify our trailer; bytes without one are all payload (ExecuTorch's)."""
     view = memoryview(data)
     if len(data) < TRAILER_SIZE or data[-len(TRAILER_MAGIC) :] != TRAILER_MAGIC:
@@ -135,12 +136,22 @@ def parse_debug_buffer(data: bytes, where: str = "debug buffer") -> DebugBuffer:
 def read_debug_buffer(path: Path) -> DebugBuffer:
     """Read and verify a debug buffer file; DebugBufferError names the file and the problem."""
     try:
-        data = Path(path).read_bytes()
+        data = _read_writable(Path(path))
     except OSError as exc:
         raise DebugBufferError(
             f"{path}: cannot read the debug buffer ({exc.strerror or exc})"
         ) from exc
     return parse_debug_buffer(data, str(path))
+
+
+def _read_writable(path: Path) -> bytearray:
+    """The file's bytes in one writable buffer, so logged tensors can be views of it (no copy)."""
+    with path.open("rb") as fh:
+        data = bytearray(os.fstat(fh.fileno()).st_size)
+        got = fh.readinto(data)
+        del data[got:]
+        data += fh.read()  # a file that grew (or reports no size) is read to its end
+    return data
 
 
 def scalar_dtype(scalar_type: int) -> torch.dtype | None:
@@ -178,5 +189,10 @@ def tensor_from_buffer(
             f"{where}: tensor at offset {record.offset} needs {nbytes} bytes but the buffer has "
             f"{len(buffer)}; pass the debug buffer written with this ETDump"
         )
-    raw = bytearray(buffer[record.offset : record.offset + nbytes])
+    view = memoryview(buffer)
+    if not view.readonly and record.offset % itemsize == 0:  # a view: the bytes are not copied
+        return torch.frombuffer(view, dtype=dtype, count=numel, offset=record.offset).reshape(
+            record.sizes
+        )
+    raw = bytearray(view[record.offset : record.offset + nbytes])
     return torch.frombuffer(raw, dtype=dtype).reshape(record.sizes)

@@ -28,16 +28,19 @@ class MethodBlocks:
         return f"method {self.ordinal + 1}"
 
 
-def _is_load_block(block: RunData) -> bool:
-    names = {e.profile_event.name for e in block.events if e.profile_event is not None}
+def _is_load_block(names: set[str]) -> bool:
     return bool(names) and names <= LOAD_EVENTS | STAMP_EVENTS and bool(names & LOAD_EVENTS)
 
 
-def _signature(block: RunData) -> tuple[object, ...]:
-    """What an execution block runs: its name and its events' instructions and identifiers."""
+def _read_block(block: RunData) -> tuple[set[str], tuple[object, ...]]:
+    """In one pass over the events: the block's profile event names, and what it runs (its name
+    and its events' instructions and identifiers)."""
+    names: set[str] = set()
     events = []
     for event in block.events:
         pe, de = event.profile_event, event.debug_event
+        if pe is not None:
+            names.add(pe.name)
         if pe is not None and pe.name not in STAMP_EVENTS:
             events.append((pe.name, pe.instruction_id, pe.delegate_debug_id_int,
                            pe.delegate_debug_id_str))  # fmt: skip
@@ -45,7 +48,7 @@ def _signature(block: RunData) -> tuple[object, ...]:
             events.append(
                 ("", de.instruction_id, de.delegate_debug_id_int, de.delegate_debug_id_str)
             )
-    return (block.name, tuple(events))
+    return names, (block.name, tuple(events))
 
 
 def method_ordinals(dump: ETDumpData) -> list[int]:
@@ -54,11 +57,12 @@ def method_ordinals(dump: ETDumpData) -> list[int]:
     current, loads = 0, 0
     seen: dict[tuple[object, ...], int] = {}
     for block in dump.run_data:
-        if _is_load_block(block):
+        names, signature = _read_block(block)
+        if _is_load_block(names):
             current, loads = loads, loads + 1
             ordinals.append(current)
             continue
-        ordinals.append(seen.setdefault(_signature(block), current))
+        ordinals.append(seen.setdefault(signature, current))
     return ordinals
 
 

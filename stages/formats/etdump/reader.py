@@ -26,12 +26,15 @@ from stages.formats.etdump.records import (
 from stages.formats.paused_gc import paused_gc
 
 _unpack = struct.unpack_from
+# Vtables and layouts cached per reader at most: flatbuffers shares one vtable among tables of
+# one shape, so a real file has a handful; a crafted one with a vtable per table cannot grow them.
+_CACHE_LIMIT = 4096
 
 
 class _Reader:
     """Bounds-checked table access over one flatbuffer (no size prefix)."""
 
-    def __init__(self, data: bytes, where: str) -> None:
+    def __init__(self, data: bytes | memoryview, where: str) -> None:
         self.data = data
         self.size = len(data)
         self.where = where
@@ -56,6 +59,8 @@ class _Reader:
             rel = _unpack(f"<{(vsize - 4) // 2}H", self.data, vtable + 4)
             if any(r and r + 1 > osize for r in rel):
                 raise self.fail(f"vtable at {vtable} has a field outside its table")
+            if len(self._vtables) >= _CACHE_LIMIT:  # a hostile file: a vtable per table
+                self._vtables.clear()
             self._vtables[vtable] = rel
         if pos + (max(rel) if rel else 0) > self.size:
             raise self.fail(f"table at {pos} runs past the end")
@@ -84,7 +89,7 @@ class _Reader:
             return ""
         start, length = self.vector(pos, 1)
         try:
-            return self.data[start : start + length].decode("utf-8")
+            return str(self.data[start : start + length], "utf-8")
         except UnicodeDecodeError as exc:
             raise self.fail(f"string at {start} is not UTF-8") from exc
 
@@ -92,7 +97,7 @@ class _Reader:
         if not pos:
             return b""
         start, length = self.vector(pos, 1)
-        return self.data[start : start + length]
+        return bytes(self.data[start : start + length])
 
     def tables(self, pos: int) -> list[int]:
         if not pos:
@@ -171,6 +176,8 @@ def _layout(r: _Reader, pos: int, slots: int) -> tuple[int, ...]:
         absolute = r.fields(pos)
         rel = tuple(a - pos if a else 0 for a in absolute)
         layout = (*(rel + (0,) * slots)[:slots], max(rel, default=0) + 1)
+        if len(r.layouts) >= _CACHE_LIMIT:
+            r.layouts.clear()
         r.layouts[key] = layout
     if pos + layout[-1] > r.size:
         raise r.fail(f"table at {pos} runs past the end")
@@ -185,7 +192,7 @@ def _string_at(r: _Reader, field: int) -> str:
     if end > r.size:
         raise r.fail(f"string at {start} runs past the end")
     try:
-        return r.data[start + 4 : end].decode("utf-8")
+        return str(r.data[start + 4 : end], "utf-8")
     except UnicodeDecodeError as exc:
         raise r.fail(f"string at {start} is not UTF-8") from exc
 
@@ -238,18 +245,19 @@ def _event(r: _Reader, pos: int) -> Event:
     return Event()
 
 
+def _event_at(r: _Reader, pos: int) -> Event:
+    """The event table at pos; the common case (a profile event) takes a path with no extra
+    calls."""
+    data, size = r.data, r.size
+    layout = r.layouts.get((pos - _I32(data, pos)[0]) * 16 + 3) if 0 <= pos <= size - 4 else None
+    if layout is not None and layout[0] and pos + layout[-1] <= size:
+        return Event(_profile_event(r, r.target(pos + layout[0])))
+    return _event(r, pos)
+
+
 def _events(r: _Reader, field: int) -> list[Event]:
-    """Events of a run; the common case (a profile event) takes a path with no extra calls."""
-    out: list[Event] = []
-    append = out.append
-    data, size, layouts = r.data, r.size, r.layouts
-    for pos in r.tables(field):
-        layout = layouts.get((pos - _I32(data, pos)[0]) * 16 + 3) if 0 <= pos <= size - 4 else None
-        if layout is not None and layout[0] and pos + layout[-1] <= size:
-            append(Event(_profile_event(r, r.target(pos + layout[0]))))
-        else:
-            append(_event(r, pos))
-    return out
+    """Events of a run, decoded at once."""
+    return [_event_at(r, pos) for pos in r.tables(field)]
 
 
 def read_etdump_bytes(data: bytes, where: str = "<bytes>") -> ETDumpData:

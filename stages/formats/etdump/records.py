@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import NamedTuple
@@ -121,7 +122,9 @@ class RunData:
     name: str
     bundled_input_index: int = -1
     allocators: list[str] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
+    # A list when built or read at once (`read_etdump`); decoded on each pass from the file when
+    # opened with `stages.formats.etdump.streaming.open_etdump`.
+    events: Sequence[Event] = field(default_factory=list)
 
 
 @dataclass

@@ -16,7 +16,10 @@ from stages.analyze.compare.expected_error import (
     EXPECTED_DB,
     OBSERVED_DB,
     PrecisionEmulation,
+    _mean_square_error,
+    _spread,
     error_budget,
+    variation_snr,
 )
 from stages.analyze.compare.verdict_budget import verdict_budget
 from stages.analyze.config import AnalyzeConfig, VerdictRule
@@ -115,3 +118,35 @@ def test_small_scale_errors_the_thresholds_missed_are_caught(
     assert {OBSERVED_DB, EXPECTED_DB, EXCESS_DB, "margin_db"} <= set(rows[0])
     flagged = [r["op_names"] for r in rows if r["diverged"] == "True"]
     assert "linear_2" in flagged[0]
+
+
+def _whole(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.double().flatten() for t in tensors])
+
+
+def _whole_stats(runtime: list[torch.Tensor], reference: list[torch.Tensor]) -> tuple[float, ...]:
+    """MSE (equal non-finite values count as equal), max |finite| and variance, on whole copies."""
+    a, b = _whole(runtime), _whole(reference)
+    d = a - b
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    d = torch.where(same, torch.zeros_like(d), d)
+    finite = b[torch.isfinite(b)]
+    return float(torch.dot(d, d)) / d.numel(), float(finite.abs().max()), float(finite.var(False))
+
+
+def test_statistics_reduced_in_slices_match_whole_float64_copies() -> None:
+    """Slice-by-slice float64 reductions give the whole-copy values to within float64 rounding
+    (relative 1e-12; summation order is the only difference), over several samples, slices and
+    non-finite values present on both sides."""
+    torch.manual_seed(0)
+    reference = [torch.randn(3, 70_000) * 5 + 2, torch.randn(1000)]
+    reference[0][0, :3] = torch.tensor([float("inf"), float("-inf"), float("nan")])
+    runtime = [r + 1e-3 * torch.randn_like(r) for r in reference]
+    runtime[0][0, :3] = reference[0][0, :3]
+    mse, scale, variance = _whole_stats(runtime, reference)
+    assert _mean_square_error(runtime, reference) == pytest.approx(mse, rel=1e-12)
+    got_scale, got_variance = _spread(reference)
+    assert got_scale == scale
+    assert got_variance == pytest.approx(variance, rel=1e-12)
+    expected_db = 10 * math.log10(variance / mse)
+    assert variation_snr(runtime, reference) == pytest.approx(expected_db, rel=1e-12)

@@ -81,7 +81,15 @@ def test_kernel_sequences_split_calls_and_catch_differing_executions() -> None:
         "Execute",
         events=[_kernel("A #1"), _kernel("B #1"), _call_event(), _kernel("A #1"), _kernel("B #1")],
     )
-    assert kernel_sequences(ETDumpData(0, [block]), [CALL]) == {CALL: [["A #1", "B #1"]] * 2}
+    # The same sequence in every execution is kept once: a long run holds no more than one.
+    assert kernel_sequences(ETDumpData(0, [block] * 50), [CALL]) == {CALL: [["A #1", "B #1"]]}
+    swapped = RunData(
+        "Execute",
+        events=[_kernel("A #1"), _kernel("B #1"), _call_event(), _kernel("B #1"), _kernel("A #1")],
+    )
+    assert kernel_sequences(ETDumpData(0, [swapped]), [CALL]) == {
+        CALL: [["A #1", "B #1"], ["B #1", "A #1"]]
+    }
     other = RunData("Execute", events=[_kernel("B #1"), _kernel("A #1"), _call_event()])
     _, report = recover_links(_index(), ETDumpData(0, [block, other]), {CALL: _graph()}, "pte")
     assert report.linked == 0

@@ -1,0 +1,86 @@
+"""Per-row latency statistics: exactly NumPy's up to the cap, a sketch within its stated accuracy
+past it, and state whose size does not grow with the number of samples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stages.analyze.link.latency_stats import (
+    MAX_BINS,
+    PERCENTILES,
+    RELATIVE_ACCURACY,
+    LatencyStats,
+    QuantileSketch,
+)
+
+STATS = ("p10", "p50", "p90", "avg", "min", "max")
+
+
+def _filled(values: np.ndarray, exact: int) -> LatencyStats:
+    stats = LatencyStats(exact)
+    for value in values.tolist():
+        stats.add(value)
+    return stats
+
+
+def test_up_to_the_cap_every_statistic_is_numpys_bit_for_bit() -> None:
+    values = np.random.default_rng(0).lognormal(0.0, 1.0, 500)
+    stats = _filled(values, exact=500)
+    assert stats.is_exact and stats.count == 500
+    expected = {
+        "avg": values.mean(),
+        "min": values.min(),
+        "max": values.max(),
+        **{name: np.percentile(values, q) for name, q in PERCENTILES.items()},
+    }
+    assert {s: stats.stat(s) for s in STATS} == {s: float(v) for s, v in expected.items()}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(1).lognormal(-3.0, 2.0, 20_000),  # µs to s, skewed
+        np.random.default_rng(2).normal(0.0, 1.0, 20_000),  # negatives and positives
+        np.concatenate([np.zeros(5_000), np.random.default_rng(3).uniform(1, 2, 5_000)]),
+        np.full(10_000, 3.25),
+    ],
+    ids=["lognormal", "signed", "zeros", "constant"],
+)
+def test_past_the_cap_percentiles_are_within_the_stated_accuracy(values: np.ndarray) -> None:
+    stats = _filled(values, exact=64)
+    assert not stats.is_exact
+    assert stats.stat("min") == values.min() and stats.stat("max") == values.max()
+    assert stats.stat("avg") == pytest.approx(values.mean(), rel=1e-9, abs=1e-12)
+    for name, q in PERCENTILES.items():
+        exact = float(np.percentile(values, q))
+        # DDSketch bounds each order statistic relatively; interpolating two keeps the bound,
+        # measured against the larger magnitude of the two neighbouring order statistics.
+        ordered = np.sort(values)
+        position = q / 100 * (len(values) - 1)
+        scale = max(abs(ordered[int(np.floor(position))]), abs(ordered[int(np.ceil(position))]))
+        assert abs(stats.stat(name) - exact) <= RELATIVE_ACCURACY * scale + 1e-12, name
+
+
+def test_state_does_not_grow_with_the_number_of_samples() -> None:
+    rng = np.random.default_rng(4)
+    sizes = []
+    for count in (10_000, 100_000):
+        stats = _filled(rng.lognormal(0.0, 0.3, count), exact=256)
+        sizes.append(stats.state_size())
+    # Same distribution, ten times the samples: the sketch holds as many buckets (give or take
+    # the few a wider sample range reaches), never ten times as many.
+    assert sizes[1] <= sizes[0] * 1.5
+    assert sizes[1] < 1_000
+
+
+def test_a_sketch_never_holds_more_than_max_bins_per_sign() -> None:
+    sketch = QuantileSketch()
+    for exponent in np.linspace(-300, 300, 50_000):  # a spread no bucket budget covers
+        sketch.add(float(10.0**exponent))
+        sketch.add(-float(10.0**exponent))
+    assert len(sketch.positive) <= MAX_BINS and len(sketch.negative) <= MAX_BINS
+    assert sketch.count == 100_000
+    # The largest values keep their accuracy: only the smallest magnitudes were folded.
+    top = sketch.ranked([sketch.count - 1])[0]
+    assert top == pytest.approx(1e300, rel=RELATIVE_ACCURACY)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cache.import_graph import code_version
+from stages.formats.file_digests import file_sha256
 
-_CHUNK = 1 << 20
 # Libraries whose version changes what a stage writes (torch.export graphs, ExecuTorch's lowering,
 # Hugging Face model code): upgrading one (or Python) recomputes the stages instead of reusing
 # stale results.
@@ -34,15 +34,6 @@ def library_versions() -> dict[str, str]:
         except PackageNotFoundError:
             found[name] = "absent"
     return found
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:

@@ -5,8 +5,9 @@ run whose fingerprint matches gets them back in its own run dir instead of runni
 A per-fingerprint file lock makes concurrent sweep jobs run a shared stage once.
 
 Published files are made read-only and their sha256 is recorded; a lookup re-hashes every file
-and discards an entry whose bytes changed (with a warning naming the file), so the stage runs
-again instead of feeding a tampered or corrupted artifact to the next one.
+(once per process and file version: `stages.formats.file_digests`) and discards an entry whose
+bytes changed (with a warning naming the file), so the stage runs again instead of feeding a
+tampered or corrupted artifact to the next one.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def _etrecord_program(etrecord: Path) -> bytes:
     from stages.formats.etrecord import ETRecord, ETRecordError
 
     try:
-        return ETRecord.load(etrecord).reference_program_bytes
+        return ETRecord.load(etrecord).program_bytes()
     except ETRecordError as exc:
         raise ExploreError(str(exc)) from exc
 

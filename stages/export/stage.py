@@ -50,8 +50,8 @@ def run_export(
     references = [program_outputs(program, sample) for sample in samples]
 
     paths = {name: run_dir / name for name in ArtifactName}
-    digest, size = save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
-    remember_exported_program(program, digest, size)  # lower and analyze need not load it again
+    digest, _ = save_exported_program(program, paths[ArtifactName.EXPORTED_PROGRAM])
+    remember_exported_program(program, digest)  # lower and analyze need not load it again
     save_samples(samples, paths[ArtifactName.INPUTS])
     save_samples(references, paths[ArtifactName.REFERENCE_OUTPUTS])
     nodes = list(iter_operator_nodes(program.graph_module))

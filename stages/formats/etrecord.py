@@ -26,12 +26,19 @@ from stages.formats.debug_handles import DebugHandle
 from stages.formats.etrecord_program_ref import (
     PROGRAM_REF_MEMBER,
     ReferencedProgramError,
+    known_referenced_program,
     program_reference,
+    read_program_file,
     read_referenced_program,
 )
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
-from stages.formats.exported_program import exported_program_bytes, load_exported_program
+from stages.formats.exported_program import (
+    exported_program_bytes,
+    held_exported_program,
+    holds_exported_program,
+    load_exported_program,
+)
 from stages.formats.handle_info import HandleInfo, collect_handle_info
 from stages.formats.safe_load import (
     BoundedZip,
@@ -70,7 +77,8 @@ _REQUIRED = (VERSION_MEMBER, INPUTS_MEMBER, OUTPUTS_MEMBER, HANDLES_MEMBER)
 class ETRecord:
     """In-memory ETRecord; `save`/`load` move it to and from a zip."""
 
-    reference_program_bytes: bytes
+    # None: not read, because this process holds the program (`program_bytes()` reads it then).
+    reference_program_bytes: bytes | None
     representative_inputs: Samples
     reference_outputs: Samples
     handles: dict[DebugHandle, HandleInfo]
@@ -85,21 +93,38 @@ class ETRecord:
     loaded_program: torch.export.ExportedProgram | None = field(
         default=None, repr=False, compare=False
     )
-    # sha256 of reference_program_bytes when the writer has it already (hashed once per run).
+    # sha256 of reference_program_bytes when the writer or loader knows it (hashed once if not).
     program_sha256: str | None = field(default=None, repr=False, compare=False)
+    # The file the program was referred to in, when its bytes were not read.
+    program_source: Path | None = field(default=None, repr=False, compare=False)
 
     @property
     def program_fingerprint(self) -> str:
         """sha256 of the reference program bytes: ties ETDumps and lowered programs to it."""
-        if self.program_sha256 is not None:
-            return self.program_sha256
-        return hashlib.sha256(self.reference_program_bytes).hexdigest()
+        if self.program_sha256 is None:
+            self.program_sha256 = hashlib.sha256(self.program_bytes()).hexdigest()
+        return self.program_sha256
+
+    def program_bytes(self) -> bytes:
+        """The reference program's bytes (read now, and verified, if loading did not read them)."""
+        if self.reference_program_bytes is None:
+            if self.program_source is None or self.program_sha256 is None:
+                raise ETRecordError("an ETRecord without its program bytes names no program file")
+            data = read_program_file(self.program_source, self.program_sha256, "ETRecord")
+            check_pt2_members(data, f"exported program {self.program_source}")
+            self.reference_program_bytes = data
+        return self.reference_program_bytes
 
     def exported_program(self) -> torch.export.ExportedProgram:
-        """The reference program with node.meta["debug_handle"] restored."""
+        """The reference program with node.meta["debug_handle"] restored (the one this process
+        holds when it has it: no second load)."""
         if self.loaded_program is not None:
             return self.loaded_program
-        return load_exported_program(self.reference_program_bytes)
+        if self.reference_program_bytes is None and self.program_sha256 is not None:
+            held = held_exported_program(self.program_sha256)
+            if held is not None:
+                return held
+        return load_exported_program(self.program_bytes(), sha256=self.program_fingerprint)
 
     def save(self, path: Path) -> None:
         """Write atomically (temp file + rename)."""
@@ -122,11 +147,11 @@ class ETRecord:
             }
             archive.writestr(VERSION_MEMBER, json.dumps(marker))
             if self.program_file is None:
-                archive.writestr(PROGRAM_MEMBER, self.reference_program_bytes)
+                archive.writestr(PROGRAM_MEMBER, self.program_bytes())
             else:
                 archive.writestr(
                     PROGRAM_REF_MEMBER,
-                    program_reference(self.reference_program_bytes, self.program_file, fingerprint),
+                    program_reference(self.program_bytes(), self.program_file, fingerprint),
                 )
             archive.writestr(INPUTS_MEMBER, _tensor_bytes(self.representative_inputs))
             archive.writestr(OUTPUTS_MEMBER, _tensor_bytes(self.reference_outputs))
@@ -203,7 +228,9 @@ class ETRecord:
                 f"{path}: ETRecord version {marker.get('version')!r} is not supported "
                 f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
             )
-        program, program_file = _reference_program(archive, names, path, program_path)
+        program, program_file, sha256, source = _reference_program(
+            archive, names, path, program_path
+        )
         inputs = _samples(archive.read(INPUTS_MEMBER), f"{path} member {INPUTS_MEMBER}")
         outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path} member {OUTPUTS_MEMBER}")
         handles = {
@@ -229,6 +256,8 @@ class ETRecord:
             delegate_maps=maps,
             lowering_info=dict(info),
             program_file=program_file,
+            program_sha256=sha256,
+            program_source=source,
         )
 
 
@@ -269,8 +298,9 @@ def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRec
 
 def _reference_program(
     archive: BoundedZip, names: set[str], path: Path, program_path: Path | None
-) -> tuple[bytes, str | None]:
-    """The embedded program, or the referred-to one (hash verified) and its file name."""
+) -> tuple[bytes | None, str | None, str | None, Path | None]:
+    """The embedded program, or the referred-to one (hash verified; not read when this process
+    holds it), its file name, sha256 and, when not read, its path."""
     if (PROGRAM_MEMBER in names) == (PROGRAM_REF_MEMBER in names):
         raise ETRecordError(
             f"{path}: ETRecord must hold exactly one of {PROGRAM_MEMBER} (the program) and "
@@ -279,11 +309,16 @@ def _reference_program(
     if PROGRAM_MEMBER in names:
         program = archive.read(PROGRAM_MEMBER)
         check_pt2_members(program, f"{path} member {PROGRAM_MEMBER}")
-        return program, None
+        return program, None, None, None
     reference = _json(archive, PROGRAM_REF_MEMBER, path)
-    program, program_file = read_referenced_program(reference, path, program_path)
+    known = known_referenced_program(reference, path, program_path)
+    if known is not None and holds_exported_program(known[1]):
+        # This process holds that program (loaded or saved from the same bytes): not read again.
+        candidate, sha256, program_file = known
+        return None, program_file, sha256, candidate
+    program, program_file, sha256 = read_referenced_program(reference, path, program_path)
     check_pt2_members(program, f"{path}'s referenced program {program_path or program_file}")
-    return program, program_file
+    return program, program_file, sha256, None
 
 
 def _tensor_bytes(samples: Samples) -> bytes:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.formats.etrecord_types import ETRecordError
+from stages.formats.file_digests import known_sha256, read_with_sha256
 
 PROGRAM_REF_MEMBER = "reference_program_ref.json"
 # The option a user passes the program with; named in every refusal.
@@ -38,8 +39,8 @@ def program_reference(data: bytes, file_name: str, sha256: str | None = None) ->
 
 def read_referenced_program(
     reference: Any, etrecord: Path, program: Path | None
-) -> tuple[bytes, str]:
-    """The referenced program's bytes (size and sha256 verified) and its file name."""
+) -> tuple[bytes, str, str]:
+    """The referenced program's bytes (size and sha256 verified), its file name and sha256."""
     sha256, size, file_name = _parse(reference, etrecord)
     candidate = Path(program) if program is not None else etrecord.parent / file_name
     where = f"{PROGRAM_OPTION}={candidate}" if program is not None else f"{candidate} (beside it)"
@@ -51,8 +52,7 @@ def read_referenced_program(
             f"ETRecord made where the program is (`{PACK_COMMAND}`)"
         )
     actual_size = candidate.stat().st_size
-    data = candidate.read_bytes() if actual_size == size else b""
-    actual = hashlib.sha256(data).hexdigest() if data else None
+    data, actual = read_with_sha256(candidate) if actual_size == size else (b"", None)
     if actual_size != size or actual != sha256:
         found = f"sha256 {actual[:16]}…" if actual else f"{actual_size} bytes, not {size}"
         raise ReferencedProgramError(
@@ -62,7 +62,38 @@ def read_referenced_program(
             f"this ETRecord ({PROGRAM_OPTION}=PATH), or re-run the lower stage to write an "
             "ETRecord for this program"
         )
-    return data, file_name
+    return data, file_name, sha256
+
+
+def known_referenced_program(
+    reference: Any, etrecord: Path, program: Path | None
+) -> tuple[Path, str, str] | None:
+    """(path, sha256, file name) of the referenced program when its file is already known to
+    this process to have that sha256 and size (`file_digests`: nothing is read), else None."""
+    sha256, size, file_name = _parse(reference, etrecord)
+    candidate = Path(program) if program is not None else etrecord.parent / file_name
+    try:
+        known = candidate.stat().st_size == size and known_sha256(candidate) == sha256
+    except OSError:
+        return None
+    return (candidate, sha256, file_name) if known else None
+
+
+def read_program_file(path: Path, sha256: str, etrecord: str) -> bytes:
+    """The bytes of a referenced program the ETRecord was loaded without reading: still the
+    file it was (same sha256), and checked like any program read from disk."""
+    try:
+        data, actual = read_with_sha256(path)
+    except OSError as exc:
+        raise ReferencedProgramError(
+            f"{etrecord}: cannot read its exported program {path} ({exc.strerror or exc})"
+        ) from exc
+    if actual != sha256:
+        raise ReferencedProgramError(
+            f"{etrecord}: its exported program {path} changed after the ETRecord was read "
+            f"(sha256 {actual[:16]}…, not {sha256[:16]}…); analyse again"
+        )
+    return data
 
 
 def _parse(reference: Any, etrecord: Path) -> tuple[str, int, str]:

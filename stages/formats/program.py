@@ -21,10 +21,11 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path
+from stages.formats.atomic_write import atomic_path, declare_digest
 from stages.formats.debug_handles import DebugHandle
 from stages.formats.digesting_file import DigestingFile
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
+from stages.formats.program_handover import keep_saved, take_saved
 from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 from stages.formats.shared_weights import (
     EXTERNAL_MEMBER,
@@ -128,14 +129,24 @@ class Program:
         manifest = None
         if weights is not None:
             members, manifest = share(members, weights)
+        text = json.dumps(document)
         with atomic_path(path) as tmp, DigestingFile(tmp) as file:
             with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
-                archive.writestr(PROGRAM_MEMBER, json.dumps(document))
+                archive.writestr(PROGRAM_MEMBER, text)
                 if manifest is not None and manifest["members"]:
                     archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
                 for member, data in members.items():
                     archive.writestr(member, data)
-            return file.sha256()
+            digest = file.sha256()
+            declare_digest(tmp, digest)  # atomic_path keeps it: the file is not read back
+        pinned = (
+            {"file": manifest["file"], "sha256": manifest["sha256"]}
+            if manifest is not None and manifest["members"]
+            else None
+        )
+        # The run stage of this invocation takes it from memory (stages.formats.program_handover).
+        keep_saved(path, text, self.constant_tensors, self.delegate_blobs, pinned)
+        return digest
 
 
 def _encode_instruction(instr: Instruction) -> dict[str, Any]:
@@ -233,8 +244,19 @@ def _payload_members(archive: BoundedZip, path: Path) -> dict[str, bytes]:
 
 
 def load_program(path: Path) -> Program:
-    """Read and validate a lowered program; every problem is a ProgramError naming the file."""
+    """Read and validate a lowered program; every problem is a ProgramError naming the file.
+    The program the lower stage of this process saved at `path` comes from memory."""
     path = Path(path)
+    saved = take_saved(path)
+    if saved is not None:
+        main, constants, metadata = _decoded(json.loads(saved.document), path)
+        return Program(
+            main=main,
+            constants=constants,
+            constant_tensors=dict(saved.constant_tensors),
+            delegate_blobs=dict(saved.delegate_blobs),
+            metadata=metadata,
+        )
     try:
         archive = BoundedZip(path, str(path))
     except FileNotFoundError as exc:
@@ -244,36 +266,18 @@ def load_program(path: Path) -> Program:
     with archive:
         try:
             document = json.loads(archive.read(PROGRAM_MEMBER).decode("utf-8"))
-            if not isinstance(document, dict) or document.get("format") != PROGRAM_FORMAT:
-                raise ProgramError(f"{path}: {PROGRAM_MEMBER} does not describe a lowered program")
-            if document.get("version") != PROGRAM_VERSION:
-                raise ProgramError(
-                    f"{path}: program version {document.get('version')!r} is not supported "
-                    f"(this tool reads version {PROGRAM_VERSION}); re-run the lower stage"
-                )
+            _check_header(document, path)
             members = _payload_members(archive, path)
             tensors = load_tensors(members[CONSTANTS_MEMBER], f"{path} member {CONSTANTS_MEMBER}")
             if not isinstance(tensors, dict):
                 raise ProgramError(f"{path}: {CONSTANTS_MEMBER} is not a name → tensor mapping")
-            main = _decode_sub(document["main"])
+            main, constants, metadata = _decoded(document, path)
             blobs = {name: data for name, data in members.items() if name.startswith("delegates/")}
-            constants = {str(k): int(v) for k, v in document["constants"].items()}
-            metadata = dict(document.get("metadata", {}))
         except ProgramError:
             raise
         except (UnsafePayloadError, SharedWeightsError) as exc:
             raise ProgramError(str(exc)) from exc
-        except (
-            ZipLimitError,
-            UnicodeDecodeError,
-            RecursionError,
-            AttributeError,
-            EOFError,
-            KeyError,
-            TypeError,
-            ValueError,
-            OpEncodingError,
-        ) as exc:
+        except _CORRUPT as exc:
             raise ProgramError(f"{path}: corrupt program ({type(exc).__name__}: {exc})") from exc
     return Program(
         main=main,
@@ -282,3 +286,41 @@ def load_program(path: Path) -> Program:
         delegate_blobs=blobs,
         metadata=metadata,
     )
+
+
+# What a corrupt program.json or member raises while it is decoded.
+_CORRUPT = (
+    ZipLimitError,
+    UnicodeDecodeError,
+    RecursionError,
+    AttributeError,
+    EOFError,
+    KeyError,
+    TypeError,
+    ValueError,
+    OpEncodingError,
+)
+
+
+def _check_header(document: Any, path: Path) -> None:
+    """program.json marks a lowered program of the version this tool reads."""
+    if not isinstance(document, dict) or document.get("format") != PROGRAM_FORMAT:
+        raise ProgramError(f"{path}: {PROGRAM_MEMBER} does not describe a lowered program")
+    if document.get("version") != PROGRAM_VERSION:
+        raise ProgramError(
+            f"{path}: program version {document.get('version')!r} is not supported "
+            f"(this tool reads version {PROGRAM_VERSION}); re-run the lower stage"
+        )
+
+
+def _decoded(document: Any, path: Path) -> tuple[SubProgram, dict[str, ValueId], dict[str, Any]]:
+    """The main sub-program, constant value ids and metadata of a program.json document."""
+    try:
+        _check_header(document, path)
+        main = _decode_sub(document["main"])
+        constants = {str(k): int(v) for k, v in document["constants"].items()}
+        return main, constants, dict(document.get("metadata", {}))
+    except ProgramError:
+        raise
+    except _CORRUPT as exc:
+        raise ProgramError(f"{path}: corrupt program ({type(exc).__name__}: {exc})") from exc

@@ -5,7 +5,6 @@ It reads export's files and writes only new ones (the ETRecord included).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -35,6 +34,7 @@ from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import load_exported_program
 from stages.formats.fault_injection import FAULT_KINDS, fault_hits
+from stages.formats.file_digests import read_with_sha256
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import (
     CondInstruction,
@@ -384,13 +384,11 @@ def run_lower(
         )
         return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics)
     load_started = time.perf_counter()
-    program_bytes = exported_program.read_bytes()
-    program = load_exported_program(program_bytes, str(exported_program))
+    program_bytes, program_sha256 = read_with_sha256(exported_program)
+    program = load_exported_program(program_bytes, str(exported_program), program_sha256)
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
-    exported = _ExportedFile(
-        exported_program, program_bytes, hashlib.sha256(program_bytes).hexdigest()
-    )
+    exported = _ExportedFile(exported_program, program_bytes, program_sha256)
     requested = _fault(backend, program)
     parts = _partition(backend, program, inputs, requested)
     fault = _applied_fault(requested, parts, backend)

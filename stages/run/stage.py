@@ -6,7 +6,6 @@ separate executions ('Execute (intermediate outputs)' blocks) so latencies are n
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.executorch_program import is_executorch_program
+from stages.formats.file_digests import file_sha256
 from stages.formats.program import load_program
 from stages.formats.samples import load_samples, save_samples
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
@@ -80,7 +80,7 @@ def _load_traced(program: Path, runtime: RuntimeConfig, tracer: EventTracer) -> 
     lowered = load_program(program)
     executor = Executor(lowered)
     tracer.end_profiling(entry)
-    tracer.log_program_fingerprint(hashlib.sha256(program.read_bytes()).hexdigest())
+    tracer.log_program_fingerprint(file_sha256(program))
     if runtime.track_allocations:
         constants_allocator = tracer.track_allocator("constants")
         delegate_allocator = tracer.track_allocator("delegates")

@@ -106,7 +106,7 @@ def test_by_reference_round_trip_keeps_the_reference(etrecord_path: Path, tmp_pa
     record = ETRecord.load(etrecord_path)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "exported.pt2").write_bytes(record.reference_program_bytes)
+    (run_dir / "exported.pt2").write_bytes(record.program_bytes())
     record.program_file = "exported.pt2"
     record.save(run_dir / "etrecord.zip")
     with zipfile.ZipFile(run_dir / "etrecord.zip") as z:

@@ -15,6 +15,7 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from stages.export.stage import run_export
+from stages.formats import file_digests
 from stages.lower.stage import run_lower
 
 # The exported-program loader keeps its own memo keyed by the bytes' hash; it is not the lower
@@ -50,6 +51,7 @@ def test_lower_hashes_each_file_once_and_its_fingerprints_name_the_files(
             hashed_sizes.append(memoryview(data).nbytes)
         return real_sha256(data, **kwargs)
 
+    file_digests.forget_all()  # as in a process that did not write exported.pt2 itself
     monkeypatch.setattr(hashlib, "sha256", counting_sha256)
     lowered = run_lower(
         OmegaConf.to_object(cfg.backend),

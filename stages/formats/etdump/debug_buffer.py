@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from stages.formats.atomic_write import atomic_path
+from stages.formats.atomic_write import atomic_path, declare_digest
 from stages.formats.etdump.records import ETDumpError, ScalarType, TensorRecord
 
 ALIGNMENT = 64
@@ -102,10 +102,14 @@ class DebugBufferWriter:
         if len(program) != 32:
             raise DebugBufferError(f"program fingerprint {program_fingerprint!r} is not a sha256")
         trailer = _TRAILER.pack(program, self._digest.digest(), self.size, TRAILER_MAGIC)
-        with atomic_path(path) as tmp, tmp.open("wb") as fh:
-            for chunk in self._chunks:
-                fh.write(chunk)
-            fh.write(trailer)
+        whole = self._digest.copy()  # the file is the payload, then the trailer
+        whole.update(trailer)
+        with atomic_path(path) as tmp:
+            with tmp.open("wb") as fh:
+                for chunk in self._chunks:
+                    fh.write(chunk)
+                fh.write(trailer)
+            declare_digest(tmp, whole.hexdigest())  # not read back to be hashed
         return self.size + TRAILER_SIZE
 
 

@@ -43,7 +43,7 @@ def test_packs_a_run_dir_into_one_that_stands_alone(run_dir: Path, tmp_path: Pat
     with zipfile.ZipFile(out) as archive:
         assert "reference_program.pt2" in archive.namelist()
     alone = ETRecord.load(out)
-    assert alone.reference_program_bytes == (run_dir / "exported.pt2").read_bytes()
+    assert alone.program_bytes() == (run_dir / "exported.pt2").read_bytes()
     assert alone.handles == ETRecord.load(run_dir / "etrecord.zip").handles
 
 

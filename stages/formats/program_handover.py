@@ -1,0 +1,78 @@
+"""The lowered program the lower stage of this process has just saved, kept for the run stage of
+the same invocation: it takes the program from memory instead of reading `lowered_program.zip`
+and splicing the weights back in from `exported.pt2` (hundreds of MB read again at ViT-B).
+
+The program is found by the sha256 of the file the run stage is given (the one kept when it was
+written, `file_digests`), so only that exact file, unchanged, gets it; its weight file must still
+be the pinned one, and its tensors must not have been written to since. Anything else is read
+from disk as before. One program is kept, and handed over once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from stages.formats.file_digests import file_sha256, known_sha256
+from stages.formats.shared_weights import SharedWeightsError, weight_file_beside
+from stages.formats.tensor_versions import tensor_versions
+
+
+@dataclass(frozen=True)
+class SavedProgram:
+    """What `load_program` would read back from the file: its program.json text, constant
+    tensors and delegate blobs (weights spliced in), and the weight file it refers to."""
+
+    document: str
+    constant_tensors: dict[str, torch.Tensor]
+    delegate_blobs: dict[str, bytes]
+    weights: dict[str, str] | None  # {"file": name beside it, "sha256": pinned digest}
+    versions: tuple[int, ...]  # of constant_tensors when kept
+
+
+_saved: dict[str, SavedProgram] = {}
+
+
+def keep_saved(
+    path: Path,
+    document: str,
+    constant_tensors: dict[str, torch.Tensor],
+    delegate_blobs: dict[str, bytes],
+    weights: dict[str, str] | None,
+) -> None:
+    """Keep what was just written at `path` (replacing any program kept before)."""
+    _saved.clear()
+    digest = known_sha256(path)
+    versions = tensor_versions(constant_tensors.values())
+    if digest is not None and versions is not None:
+        _saved[digest] = SavedProgram(
+            document, dict(constant_tensors), dict(delegate_blobs), weights, versions
+        )
+
+
+def take_saved(path: Path) -> SavedProgram | None:
+    """The program kept for this exact file, once; None when there is none or it no longer fits."""
+    digest = known_sha256(path)
+    saved = _saved.pop(digest, None) if digest is not None else None
+    if saved is None:
+        return None
+    if tensor_versions(saved.constant_tensors.values()) != saved.versions:
+        return None  # something wrote into a constant in place: read the file instead
+    if saved.weights is not None and not _weights_unchanged(path, saved.weights):
+        return None  # the file load refuses it with the reason
+    return saved
+
+
+def _weights_unchanged(program: Path, weights: dict[str, str]) -> bool:
+    try:
+        weight_path = weight_file_beside(program, weights)
+        return weight_path.is_file() and file_sha256(weight_path) == weights["sha256"]
+    except (OSError, SharedWeightsError):
+        return False
+
+
+def forget_saved() -> None:
+    """Drop the kept program (tests)."""
+    _saved.clear()

@@ -56,7 +56,7 @@ def test_functions_travel_by_value_both_ways() -> None:
     offset = 40
     pool = start_workers(PoolShape(workers=1, threads=1, modules=()))
     try:
-        result = unpickled(submit(pool, lambda x: (lambda: x + offset), 2).result(timeout=120))
+        result = unpickled(submit(pool, lambda x: lambda: x + offset, 2).result(timeout=120))
     finally:
         stop_workers()
     assert result() == 42

@@ -20,9 +20,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, filter_overrides, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from pipeline.cpu_threads import sweep_share
+from pipeline.cpu_threads import free_cores, runnable_elsewhere, sweep_share, usable_cores
 from pipeline.stage_registry import STAGES
 from pipeline.sweeps.job_order import SweepJob, interleave_export_groups
 from pipeline.sweeps.worker_pool import (
@@ -52,9 +52,24 @@ COMPARISON_MODULES = (
 )
 
 
+def resolve_parallel_jobs(config: DictConfig) -> int:
+    """Fix `hydra.launcher.n_jobs` for this sweep and return it: as asked, or for -1, -2, ...
+    no more than the cores free now. Linux shares CPU time between sessions (autogroup), so on
+    a machine other sessions keep busy, jobs side by side only split this session's share
+    and add the workers' start-up. The jobs read the fixed value for their thread share."""
+    n_jobs = int(config.hydra.launcher.n_jobs)
+    if n_jobs >= 0:
+        return max(1, n_jobs)
+    parallel, _ = sweep_share(n_jobs)
+    parallel = min(parallel, free_cores(usable_cores(), runnable_elsewhere()))
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.launcher.n_jobs = parallel
+    return parallel
+
+
 def pool_shape(config: DictConfig, jobs: int | None = None) -> PoolShape:
     """Workers (no more than jobs), threads per job, and the modules each worker preloads."""
-    parallel, threads = sweep_share(int(config.hydra.launcher.n_jobs))
+    parallel, threads = sweep_share(resolve_parallel_jobs(config))
     workers = parallel if jobs is None else max(1, min(parallel, jobs))
     tracking = TRACKER_MODULES if OmegaConf.select(config, "tracking.enabled") else ()
     stages = (spec.entry_module for spec in STAGES.values())
@@ -62,9 +77,13 @@ def pool_shape(config: DictConfig, jobs: int | None = None) -> PoolShape:
 
 
 def start_early(config: DictConfig) -> None:
-    """When this sweep uses the parallel launcher, start (and warm up) its workers now."""
-    if OmegaConf.select(config, "hydra.launcher._target_") == LAUNCHER_TARGET:
-        start_workers(pool_shape(config))
+    """When this sweep uses the parallel launcher with several workers, start (and warm up)
+    its workers now."""
+    if OmegaConf.select(config, "hydra.launcher._target_") != LAUNCHER_TARGET:
+        return
+    shape = pool_shape(config)
+    if shape.workers > 1:
+        start_workers(shape)
 
 
 def run_sweep_job(
@@ -81,6 +100,8 @@ def run_sweep_job(
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{job.index}"
         sweep_config.hydra.job.num = job.index
+        # As resolved for this sweep (the job's config is composed again from the overrides).
+        sweep_config.hydra.launcher.n_jobs = config.hydra.launcher.n_jobs
     HydraConfig.instance().set_config(sweep_config)
     return run_job(
         hydra_context=hydra_context,
@@ -105,6 +126,11 @@ def launch_jobs(
     jobs = [SweepJob(initial_job_idx + i, tuple(o)) for i, o in enumerate(job_overrides)]
     ordered = interleave_export_groups(jobs, STAGES["export"].config_keys)
     shape = pool_shape(config, len(jobs))
+    state = Singleton.get_state()
+    if shape.workers == 1:  # as the basic launcher: no worker start-up to pay
+        stop_workers()  # one started early for more jobs than there are
+        log.info("sweep: %d job(s) one by one in this process (n_jobs resolved to 1)", len(jobs))
+        return [run_sweep_job(job, hydra_context, config, task_function, state) for job in jobs]
     log.info(
         "sweep: %d jobs on %d worker process(es) forked from a warm one, %d torch thread(s) each",
         len(jobs),
@@ -113,7 +139,6 @@ def launch_jobs(
     )
     for job in ordered:
         log.info("\t#%d : %s", job.index, " ".join(filter_overrides(job.overrides)))
-    state = Singleton.get_state()
     threading.Thread(target=warm_up, args=(COMPARISON_MODULES,), daemon=True).start()
     try:
         pool = start_workers(shape)

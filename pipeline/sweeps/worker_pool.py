@@ -102,13 +102,26 @@ def _call_pickled(payload: bytes) -> bytes:
 
 
 def stop_workers(cancel: bool = False) -> None:
-    """End the pool's workers, then its fork server, and wait for them (`cancel`: drop the jobs
-    not started yet), so nothing of the sweep outlives it."""
+    """End the pool's workers, then its fork server, and wait for them (`cancel`: kill the jobs
+    running and drop those not started), so nothing of the sweep outlives it."""
     global _pool, _shape
     pool, _pool, _shape = _pool, None, None
     if pool is not None:
+        if cancel:
+            _kill_workers(pool)
         pool.shutdown(wait=True, cancel_futures=cancel)
     _end_fork_server()
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Stop the jobs running now: a Ctrl-C reaches them too, a signal to the sweep alone not."""
+    kill = getattr(pool, "kill_workers", None)  # Python >= 3.14
+    if kill is not None:
+        kill()
+        return
+    for process in list(getattr(pool, "_processes", {}).values()):
+        with contextlib.suppress(Exception):
+            process.kill()
 
 
 def _end_fork_server() -> None:

@@ -53,6 +53,7 @@ def test_a_parallel_sweep_with_a_failing_job_leaves_no_process(tmp_path: Path) -
         "model=mlp,three_inputs",
         "backend=xnnpack",
         "backend.fault.node=linear_2",  # three_inputs has no such node: its job fails
+        "hydra.launcher.n_jobs=2",  # workers even when other sessions keep the cores busy
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
         cwd=tmp_path,
     )

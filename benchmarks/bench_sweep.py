@@ -57,7 +57,8 @@ def run_sweep(sweep: list[str], extra: list[str]) -> tuple[float, str]:
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     output = result.stdout + result.stderr
-    choice = next((line for line in output.splitlines() if "] sweep: " in line), "")
+    lines = output.splitlines()
+    choice = next((line for line in lines if "] sweep: " in line and " job" in line), "")
     return seconds, choice.split("] sweep: ", 1)[-1][:70]
 
 

@@ -57,6 +57,14 @@ def free_cores(cores: int, busy: int | None) -> int:
     return max(1, min(cores, cores - busy))
 
 
+def sweep_share(n_jobs: int) -> tuple[int, int]:
+    """(parallel jobs, torch threads per job) for a sweep launcher's `n_jobs` (joblib's rule:
+    -1 is every usable core, -2 all but one, ...), so jobs × threads never exceeds the cores."""
+    cores = usable_cores()
+    parallel = max(1, cores + 1 + n_jobs) if n_jobs < 0 else max(1, n_jobs)
+    return parallel, max(1, cores // min(parallel, cores))
+
+
 def limit_threads(threads: int) -> None:
     """An upper bound for later choices (parallel sweep jobs split the cores)."""
     global _ceiling

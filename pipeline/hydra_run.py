@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from pipeline.cpu_threads import limit_threads
+from pipeline.cpu_threads import limit_threads, sweep_share, usable_cores
 from pipeline.invocation import command_prefix
 from pipeline.runner import PipelineResult, run_pipeline
 
@@ -26,12 +25,13 @@ def _share_cores(hydra_cfg: Any) -> None:
     n_jobs = OmegaConf.select(hydra_cfg, "launcher.n_jobs")
     if not isinstance(n_jobs, int) or n_jobs == 1:
         return
-    cores = os.cpu_count() or 1
-    parallel = cores if n_jobs < 0 else min(n_jobs, cores)
-    threads = max(1, cores // parallel)
+    parallel, threads = sweep_share(n_jobs)
     limit_threads(threads)
     log.info(
-        "sweep job: %d parallel jobs on %d cores, torch uses %d thread(s)", parallel, cores, threads
+        "sweep job: %d parallel jobs on %d cores, torch uses %d thread(s)",
+        parallel,
+        usable_cores(),
+        threads,
     )
 
 

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
 from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts
+from pipeline.sweeps.parallel_launch import start_early
 from pipeline.tracking.client import log_metric_values, tracking_client
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
 from pipeline.tracking.liveness import process_tags
@@ -70,6 +71,7 @@ class SweepTracking(Callback):
         self._set_uri_env = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        start_early(config)  # the sweep's workers load torch while the parent run is set up
         tracking = config.tracking
         if not tracking.enabled:
             return

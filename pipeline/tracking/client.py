@@ -12,6 +12,10 @@ from pipeline.errors import PipelineError
 from pipeline.tracking.dependency_logs import quiet_dependency_logs
 from pipeline.tracking.mlflow_tracker import local_artifact_dir
 
+# What a process that will track runs can import ahead (a sweep's warm workers): MLflow's client
+# and its SQL store, seconds of CPU on first use.
+TRACKER_MODULES = ("mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store")
+
 
 class RunNotFoundError(PipelineError):
     """The store has no run with the id asked for."""

@@ -91,3 +91,17 @@ def test_a_timed_stage_takes_its_allotted_cores_whatever_the_load(
     assert cpu_threads.choose_threads(timed=True) == 4  # timings comparable across runs
     cpu_threads.limit_threads(2)  # a sweep job's share
     assert cpu_threads.choose_threads(timed=True) == 2
+
+
+def test_a_sweep_splits_the_usable_cores_between_its_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cpu_threads, "usable_cores", lambda: 8)
+    assert cpu_threads.sweep_share(-1) == (8, 1)  # one job per core
+    assert cpu_threads.sweep_share(-2) == (7, 1)  # all cores but one
+    assert cpu_threads.sweep_share(2) == (2, 4)
+    assert cpu_threads.sweep_share(3) == (3, 2)  # 3 × 2 threads <= 8 cores
+    assert cpu_threads.sweep_share(16) == (16, 1)  # asked for: more jobs than cores, 1 thread
+    monkeypatch.setattr(cpu_threads, "usable_cores", lambda: 2)
+    assert cpu_threads.sweep_share(-1) == (2, 1)
+    assert cpu_threads.sweep_share(-5) == (1, 2)

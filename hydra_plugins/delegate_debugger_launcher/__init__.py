@@ -1,0 +1,1 @@
+"""The pipeline's Hydra launcher plugin (Hydra finds launchers only under `hydra_plugins`)."""

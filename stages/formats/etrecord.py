@@ -40,6 +40,7 @@ from stages.formats.exported_program import (
     load_exported_program,
 )
 from stages.formats.handle_info import HandleInfo, collect_handle_info
+from stages.formats.reproducible_zip import ReproducibleZipFile
 from stages.formats.safe_load import (
     BoundedZip,
     UnsafePayloadError,
@@ -115,6 +116,12 @@ class ETRecord:
             self.reference_program_bytes = data
         return self.reference_program_bytes
 
+    def _program_size(self) -> int:
+        """The program's size in bytes, from its file when its bytes were not read."""
+        if self.reference_program_bytes is None and self.program_source is not None:
+            return Path(self.program_source).stat().st_size
+        return len(self.program_bytes())
+
     def exported_program(self) -> torch.export.ExportedProgram:
         """The reference program with node.meta["debug_handle"] restored (the one this process
         holds when it has it: no second load)."""
@@ -136,7 +143,7 @@ class ETRecord:
         path = Path(path)
         with (
             atomic_path(path) as tmp,
-            zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive,
+            ReproducibleZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive,
         ):
             fingerprint = self.program_fingerprint
             marker = {
@@ -151,7 +158,7 @@ class ETRecord:
             else:
                 archive.writestr(
                     PROGRAM_REF_MEMBER,
-                    program_reference(self.program_bytes(), self.program_file, fingerprint),
+                    program_reference(self._program_size(), self.program_file, fingerprint),
                 )
             archive.writestr(INPUTS_MEMBER, _tensor_bytes(self.representative_inputs))
             archive.writestr(OUTPUTS_MEMBER, _tensor_bytes(self.reference_outputs))

@@ -8,7 +8,6 @@ and sha256, and refuses any other with a message saying how to find or pack the 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -30,11 +29,11 @@ class ReferencedProgramError(ETRecordError):
     """The exported program an ETRecord refers to is missing or is not the one it names."""
 
 
-def program_reference(data: bytes, file_name: str, sha256: str | None = None) -> bytes:
-    """The reference member's JSON for program bytes stored as `file_name` beside the ETRecord."""
+def program_reference(size: int, file_name: str, sha256: str) -> bytes:
+    """The reference member's JSON for a program of `size` bytes with this sha256, stored as
+    `file_name` beside the ETRecord."""
     _check_file_name(file_name, "program file name")
-    digest = sha256 or hashlib.sha256(data).hexdigest()
-    return json.dumps({"sha256": digest, "size": len(data), "file": file_name}).encode()
+    return json.dumps({"sha256": sha256, "size": size, "file": file_name}).encode()
 
 
 def read_referenced_program(

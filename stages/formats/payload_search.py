@@ -116,25 +116,30 @@ def _verified(data: bytes, payload: bytes, starts: list[int]) -> list[int]:
 
 
 def find_payloads(
-    buffers: list[bytes], payloads: Mapping[str, bytes], min_length: int
+    buffers: list[bytes],
+    payloads: Mapping[str, bytes],
+    min_length: int,
+    sizes: Mapping[str, int] | None = None,
 ) -> list[list[tuple[int, str]]]:
     """Per buffer, (start, payload name) of every payload occurrence, as `plain_scan` finds them.
 
     Payloads shorter than `min_length` (or than BLOCK) and repetitive ones use `plain_scan`.
+    Each payload is looked up once, in turn: with `sizes` given, `payloads` may read each one
+    only when asked (a lazy mapping), so they need not all be in memory at once.
     """
     found: list[list[tuple[int, str]]] = [[] for _ in buffers]
     longest = max((len(b) for b in buffers), default=0)
-    sampled_payloads = {
-        name: p
-        for name, p in payloads.items()
-        if len(p) >= max(min_length, BLOCK) and len(p) <= longest
+    size_of = dict(sizes) if sizes is not None else {n: len(p) for n, p in payloads.items()}
+    sampled = {
+        name for name, size in size_of.items() if size >= max(min_length, BLOCK) and size <= longest
     }
     total = sum(len(b) for b in buffers)
-    blocks = _SampledBlocks(buffers, _stride(total, len(sampled_payloads), max(min_length, BLOCK)))
-    for name, payload in payloads.items():
-        if not payload or len(payload) > longest:
+    blocks = _SampledBlocks(buffers, _stride(total, len(sampled), max(min_length, BLOCK)))
+    for name in payloads:
+        if not size_of[name] or size_of[name] > longest:
             continue
-        hits = blocks.hits(payload) if name in sampled_payloads else None
+        payload = payloads[name]
+        hits = blocks.hits(payload) if name in sampled else None
         if hits is None:
             for which, data in enumerate(buffers):
                 found[which].extend((pos, name) for pos in plain_scan(data, payload))

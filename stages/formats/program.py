@@ -26,6 +26,7 @@ from stages.formats.debug_handles import DebugHandle
 from stages.formats.digesting_file import DigestingFile
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.program_handover import keep_saved, take_saved
+from stages.formats.reproducible_zip import ReproducibleZipFile
 from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 from stages.formats.shared_weights import (
     EXTERNAL_MEMBER,
@@ -131,7 +132,7 @@ class Program:
             members, manifest = share(members, weights)
         text = json.dumps(document)
         with atomic_path(path) as tmp, DigestingFile(tmp) as file:
-            with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
+            with ReproducibleZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
                 archive.writestr(PROGRAM_MEMBER, text)
                 if manifest is not None and manifest["members"]:
                     archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))

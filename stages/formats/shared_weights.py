@@ -36,6 +36,12 @@ class WeightFile:
     name: str
     sha256: str
     members: Mapping[str, bytes]
+    # Member sizes when reading a member to learn its size would cost (members read lazily).
+    sizes: Mapping[str, int] | None = None
+
+    def size_of(self, member: str) -> int:
+        """A member's size in bytes, without reading it when the sizes are known."""
+        return self.sizes[member] if self.sizes is not None else len(self.members[member])
 
 
 def _is_payload(member: str) -> bool:
@@ -68,13 +74,13 @@ def _non_overlapping(found: list[tuple[int, str]], weights: WeightFile) -> list[
     for pos, name in sorted(found):
         if pos >= end:
             kept.append((pos, name))
-            end = pos + len(weights.members[name])
+            end = pos + weights.size_of(name)
     return kept
 
 
 def _matches(data: bytes, weights: WeightFile) -> list[tuple[int, str]]:
     """Non-overlapping (offset, member) where a whole weight member occurs in data."""
-    (found,) = find_payloads([data], weights.members, MIN_SHARED_BYTES)
+    (found,) = find_payloads([data], weights.members, MIN_SHARED_BYTES, weights.sizes)
     return _non_overlapping(found, weights)
 
 
@@ -92,7 +98,7 @@ def _segments(
             literal.append(data[cursor:pos])
             segments.append(("L", pos - cursor))
         segments.append(("W", name))
-        cursor = pos + len(weights.members[name])
+        cursor = pos + weights.size_of(name)
     if cursor < len(data):
         literal.append(data[cursor:])
         segments.append(("L", len(data) - cursor))
@@ -110,7 +116,7 @@ def share(
     """Members with repeated weights cut out, and the manifest that splices them back."""
     out: dict[str, bytes] = {}
     spliced: dict[str, list[list[Any]]] = {}
-    found = find_payloads(list(members.values()), weights.members, MIN_SHARED_BYTES)
+    found = find_payloads(list(members.values()), weights.members, MIN_SHARED_BYTES, weights.sizes)
     for (name, data), matches in zip(members.items(), found, strict=True):
         split = _segments(data, _non_overlapping(matches, weights), weights)
         if split is None:
@@ -207,6 +213,7 @@ class _MembersOnDisk(Mapping[str, bytes]):
             if _is_payload(m) and archive.member_size(m) >= MIN_SHARED_BYTES
         ]
         self._known = set(self._names)
+        self.sizes = {m: archive.member_size(m) for m in self._names}
         self._last: tuple[str, bytes] | None = None
 
     def __getitem__(self, name: str) -> bytes:
@@ -231,4 +238,15 @@ def weight_file_on_disk(path: Path) -> Iterator[WeightFile]:
     """open_weight_file() without holding the file in memory: hashed in blocks, each member
     read from the open file when a reference needs it (a program's loader needs one at a time)."""
     with BoundedZip(Path(path), str(path)) as archive:
-        yield WeightFile(Path(path).name, archive.sha256(), _MembersOnDisk(archive))
+        members = _MembersOnDisk(archive)
+        yield WeightFile(Path(path).name, archive.sha256(), members, members.sizes)
+
+
+@contextlib.contextmanager
+def weight_file_read_lazily(path: Path, sha256: str) -> Iterator[WeightFile]:
+    """The weight file at `path`, whose sha256 the caller has verified (this process wrote or
+    hashed that very file): members read one at a time while a program's weights are matched,
+    so a multi-gigabyte exported.pt2 is never held whole."""
+    with BoundedZip(Path(path), str(path)) as archive:
+        members = _MembersOnDisk(archive)
+        yield WeightFile(Path(path).name, sha256, members, members.sizes)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from stages.formats.bounded_zip import BoundedZip, ZipLimitError
+from stages.formats.reproducible_zip import ReproducibleZipFile
 
 ZIP_MAGIC = b"PK\x03\x04"
 
@@ -20,7 +21,7 @@ class UnsafePayloadError(ValueError):
 def repack_stored(archive: BoundedZip) -> bytes:
     """The members as a fresh uncompressed zip, so a second parser sees only checked bytes."""
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as fresh:
+    with ReproducibleZipFile(out, "w", compression=zipfile.ZIP_STORED) as fresh:
         for name in archive.names():
             fresh.writestr(name, archive.read(name))
     return out.getvalue()

@@ -31,7 +31,7 @@ def write_etrecord(
     path: Path,
     *,
     program: torch.export.ExportedProgram,
-    program_bytes: bytes,
+    program_bytes: bytes | None,
     program_sha256: str,
     program_path: Path,
     inputs: Path,
@@ -44,7 +44,8 @@ def write_etrecord(
     """Assemble the ETRecord and save it atomically at `path`.
 
     A program beside `path` is referred to by name and hash; one elsewhere is embedded.
-    `program_sha256` is the sha256 of `program_bytes`, computed once by the caller.
+    `program_sha256` is the sha256 of the program file, computed once by the caller;
+    `program_bytes` its bytes, or None when they were not read (read here only to embed them).
     """
     beside = Path(program_path).resolve().parent == Path(path).resolve().parent
     record = ETRecord(
@@ -58,6 +59,7 @@ def write_etrecord(
         lowering_info=lowering_info,
         program_file=Path(program_path).name if beside else None,
         program_sha256=program_sha256,
+        program_source=Path(program_path),
     )
     record.save(path)
     return record

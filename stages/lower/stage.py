@@ -32,9 +32,9 @@ from stages.formats.delegate_map_findings import (
 )
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
-from stages.formats.exported_program import load_exported_program
+from stages.formats.exported_program import holds_exported_program, load_exported_program
 from stages.formats.fault_injection import FAULT_KINDS, fault_hits
-from stages.formats.file_digests import read_with_sha256
+from stages.formats.file_digests import known_sha256, read_with_sha256
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import (
     CondInstruction,
@@ -45,7 +45,7 @@ from stages.formats.program import (
 )
 from stages.formats.reference_capture import capture_node_outputs
 from stages.formats.samples import load_samples
-from stages.formats.shared_weights import weight_file
+from stages.formats.shared_weights import weight_file, weight_file_read_lazily
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord
 from stages.lower.executorch_lowering import lower_with_executorch
@@ -235,10 +235,11 @@ def _partition(
 
 @dataclass(frozen=True)
 class _ExportedFile:
-    """exported.pt2 as the lower stage read it: path, bytes and their sha256 (hashed once)."""
+    """exported.pt2 as the lower stage has it: path, sha256 (hashed once), and its bytes, or None
+    when this process holds the program and the file was not read."""
 
     path: Path
-    data: bytes
+    data: bytes | None
     sha256: str
 
 
@@ -279,12 +280,13 @@ def _save_program(
     program_path = run_dir / ArtifactName.PROGRAM
     beside = run_dir / ArtifactName.EXPORTED_PROGRAM
     # Weights once: the program refers to exported.pt2's weights when it sits beside it.
-    shared = (
-        weight_file(exported.data, beside.name, str(beside), exported.sha256)
-        if _same_file(exported.path, beside)
-        else None
-    )
-    return _SavedProgram(lowered, program_path, lowered.save(program_path, shared))
+    if not _same_file(exported.path, beside):
+        return _SavedProgram(lowered, program_path, lowered.save(program_path, None))
+    if exported.data is not None:
+        shared = weight_file(exported.data, beside.name, str(beside), exported.sha256)
+        return _SavedProgram(lowered, program_path, lowered.save(program_path, shared))
+    with weight_file_read_lazily(beside, exported.sha256) as lazily:  # one member at a time
+        return _SavedProgram(lowered, program_path, lowered.save(program_path, lazily))
 
 
 def _delegate_maps(backend: BackendConfig, parts: _Partitioned) -> list[DelegateMapRecord]:
@@ -369,6 +371,16 @@ def _lower_metrics(
     }
 
 
+def _exported_program(path: Path) -> tuple[ExportedProgram, _ExportedFile]:
+    """The program to lower: the one this process holds for that file (nothing read: a
+    billion-parameter program is gigabytes), else read, hashed once and loaded."""
+    known = known_sha256(path)
+    if known is not None and holds_exported_program(known):
+        return load_exported_program(path), _ExportedFile(path, None, known)
+    data, sha256 = read_with_sha256(path)
+    return load_exported_program(data, str(path), sha256), _ExportedFile(path, data, sha256)
+
+
 def run_lower(
     backend: BackendConfig,
     exported_program: Path,
@@ -384,11 +396,9 @@ def run_lower(
         )
         return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics)
     load_started = time.perf_counter()
-    program_bytes, program_sha256 = read_with_sha256(exported_program)
-    program = load_exported_program(program_bytes, str(exported_program), program_sha256)
+    program, exported = _exported_program(exported_program)
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
-    exported = _ExportedFile(exported_program, program_bytes, program_sha256)
     requested = _fault(backend, program)
     parts = _partition(backend, program, inputs, requested)
     fault = _applied_fault(requested, parts, backend)
@@ -412,7 +422,7 @@ def run_lower(
     write_etrecord(
         etrecord,
         program=program,
-        program_bytes=program_bytes,
+        program_bytes=exported.data,
         program_sha256=exported.sha256,
         program_path=exported_program,
         inputs=inputs,

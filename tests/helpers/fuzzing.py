@@ -151,7 +151,7 @@ def mutate_zip(data: bytes, rng: random.Random, depth: int = 0) -> bytes:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = [(i.filename, archive.read(i)) for i in archive.infolist()]
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError):
         return mutate_bytes(data, rng)
     if not members:
         return mutate_bytes(data, rng)

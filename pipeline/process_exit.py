@@ -49,7 +49,9 @@ def exit_process(code: object) -> NoReturn:
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)  # what sys.exit("message") prints
     status = exit_code(code)
-    if sys.flags.dev_mode:  # -X dev: keep the full teardown (it reports leaks there)
+    if sys.flags.dev_mode or sys.getprofile() is not None or sys.gettrace() is not None:
+        # -X dev reports leaks at teardown; a profiler or debugger writes its results after the
+        # program returns (`python -m cProfile -o ...`): the normal exit keeps both working.
         sys.exit(status)
     _join_threads()
     atexit._run_exitfuncs()

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from stages.analyze.compare import expected_error
 from stages.analyze.compare.comparators import SNR
 from stages.analyze.compare.expected_error import (
     EXCESS_DB,
@@ -134,10 +135,14 @@ def _whole_stats(runtime: list[torch.Tensor], reference: list[torch.Tensor]) -> 
     return float(torch.dot(d, d)) / d.numel(), float(finite.abs().max()), float(finite.var(False))
 
 
-def test_statistics_reduced_in_slices_match_whole_float64_copies() -> None:
+@pytest.mark.parametrize("chunk", [1 << 12, expected_error._CHUNK])
+def test_statistics_reduced_in_slices_match_whole_float64_copies(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
     """Slice-by-slice float64 reductions give the whole-copy values to within float64 rounding
     (relative 1e-12; summation order is the only difference), over several samples, slices and
     non-finite values present on both sides."""
+    monkeypatch.setattr(expected_error, "_CHUNK", chunk)  # many slices, and the real size
     torch.manual_seed(0)
     reference = [torch.randn(3, 70_000) * 5 + 2, torch.randn(1000)]
     reference[0][0, :3] = torch.tensor([float("inf"), float("-inf"), float("nan")])

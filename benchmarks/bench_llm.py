@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from run_dir_bytes import tree_bytes  # benchmarks/, beside this script
+
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 STAGES = ("export", "lower", "run", "analyze")
@@ -110,19 +112,6 @@ class StageRss:
                 stage = STAGES[finished]
                 self.peaks[stage] = max(self.peaks[stage], int(match.group(1)) * 1024)
             time.sleep(0.05)
-
-
-def tree_bytes(path: Path) -> int:
-    """Bytes under path, a hard-linked file counted once (as du counts it)."""
-    seen: set[int] = set()
-    total = 0
-    for item in path.rglob("*"):
-        if item.is_file() and not item.is_symlink():
-            stat = item.stat()
-            if stat.st_ino not in seen:
-                seen.add(stat.st_ino)
-                total += stat.st_size
-    return total
 
 
 def stage_seconds(log_text: str) -> dict[str, float]:

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from run_dir_bytes import tree_bytes  # benchmarks/, beside this script
+
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 # name: (dim, heads, ExecuTorch's debug buffer in MiB, sized up front as it must be)
@@ -50,19 +52,6 @@ def _stage_seconds(work: Path) -> dict[str, float]:
     return {f"{m[1]}_s": float(m[3]) for m in STAGE_ROW.finditer(text)}
 
 
-def _tree_bytes(path: Path) -> int:
-    """Bytes under path, a hard-linked file counted once (as du counts it)."""
-    seen: set[int] = set()
-    total = 0
-    for item in path.rglob("*"):
-        if item.is_file() and not item.is_symlink():
-            stat = item.stat()
-            if stat.st_ino not in seen:
-                seen.add(stat.st_ino)
-                total += stat.st_size
-    return total
-
-
 def _ours(dim: int, heads: int, work: Path) -> dict[str, float]:
     run_dir = work / "run"
     command = [
@@ -83,8 +72,8 @@ def _ours(dim: int, heads: int, work: Path) -> dict[str, float]:
         "seconds": seconds,
         **_stage_seconds(work),
         "peak_rss_mib": rss,
-        "run_dir_mb": _tree_bytes(run_dir) / 1e6,
-        "disk_ratio": _tree_bytes(run_dir) / program,
+        "run_dir_mb": tree_bytes(run_dir) / 1e6,
+        "disk_ratio": tree_bytes(run_dir) / program,
     }
 
 

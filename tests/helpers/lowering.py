@@ -13,14 +13,19 @@ from stages.formats.program import CondInstruction, OperatorInstruction, SubProg
 from stages.lower.stage import LowerArtifacts, run_lower
 
 
-def export_and_lower(cfg: DictConfig, run_dir: Path) -> tuple[ExportArtifacts, LowerArtifacts]:
-    exported = run_export(
+def export(cfg: DictConfig, run_dir: Path) -> ExportArtifacts:
+    """The export stage of `cfg` into run_dir."""
+    return run_export(
         OmegaConf.to_object(cfg.model),
         OmegaConf.to_object(cfg.inputs),
         OmegaConf.to_object(cfg.export),
         run_dir,
     )
-    lowered = run_lower(
+
+
+def lower(cfg: DictConfig, exported: ExportArtifacts, run_dir: Path) -> LowerArtifacts:
+    """The lower stage of `cfg` on what `export` wrote."""
+    return run_lower(
         OmegaConf.to_object(cfg.backend),
         exported.exported_program,
         exported.inputs,
@@ -28,7 +33,11 @@ def export_and_lower(cfg: DictConfig, run_dir: Path) -> tuple[ExportArtifacts, L
         run_dir,
         model_name=str(cfg.model.name),
     )
-    return exported, lowered
+
+
+def export_and_lower(cfg: DictConfig, run_dir: Path) -> tuple[ExportArtifacts, LowerArtifacts]:
+    exported = export(cfg, run_dir)
+    return exported, lower(cfg, exported, run_dir)
 
 
 def operator_handles(sub: SubProgram) -> set[int]:

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from stages.export.stage import run_export
 from stages.formats import file_digests
-from stages.lower.stage import run_lower
+from tests.helpers.lowering import export, lower
 
 # The exported-program loader keeps its own memo keyed by the bytes' hash; it is not the lower
 # stage's hashing under test here.
@@ -36,12 +35,7 @@ def test_lower_hashes_each_file_once_and_its_fingerprints_name_the_files(
 ) -> None:
     cfg = tiny_cfg("vit", "model.kwargs.dim=64", f"backend={backend}")
     run_dir = tmp_path / "run"
-    exported = run_export(
-        OmegaConf.to_object(cfg.model),
-        OmegaConf.to_object(cfg.inputs),
-        OmegaConf.to_object(cfg.export),
-        run_dir,
-    )
+    exported = export(cfg, run_dir)
     program_size = exported.exported_program.stat().st_size
     real_sha256 = hashlib.sha256
     hashed_sizes: list[int] = []
@@ -53,14 +47,7 @@ def test_lower_hashes_each_file_once_and_its_fingerprints_name_the_files(
 
     file_digests.forget_all()  # as in a process that did not write exported.pt2 itself
     monkeypatch.setattr(hashlib, "sha256", counting_sha256)
-    lowered = run_lower(
-        OmegaConf.to_object(cfg.backend),
-        exported.exported_program,
-        exported.inputs,
-        exported.reference_outputs,
-        run_dir,
-        model_name="vit",
-    )
+    lowered = lower(cfg, exported, run_dir)
     monkeypatch.undo()
     program_size_lowered = lowered.program.stat().st_size
     assert hashed_sizes.count(program_size) == 1, hashed_sizes

@@ -10,24 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from stages.export.stage import ExportArtifacts, run_export
 from stages.formats import exported_program as exported_program_format
 from stages.formats import file_digests
 from stages.lower import stage as lower_stage
-from stages.lower.stage import LowerArtifacts, run_lower
-
-
-def _lower(cfg: DictConfig, exported: ExportArtifacts, run_dir: Path) -> LowerArtifacts:
-    return run_lower(
-        OmegaConf.to_object(cfg.backend),
-        exported.exported_program,
-        exported.inputs,
-        exported.reference_outputs,
-        run_dir,
-        model_name="vit",
-    )
+from tests.helpers.lowering import export, lower
 
 
 def _members(path: Path) -> dict[str, bytes]:
@@ -46,25 +34,20 @@ def test_a_held_program_is_lowered_without_reading_its_file_whole(
 ) -> None:
     cfg = tiny_cfg("vit", "model.kwargs.dim=64", f"backend={backend}")
     run_dir = tmp_path / "run"
-    exported = run_export(
-        OmegaConf.to_object(cfg.model),
-        OmegaConf.to_object(cfg.inputs),
-        OmegaConf.to_object(cfg.export),
-        run_dir,
-    )
+    exported = export(cfg, run_dir)
 
     def no_whole_read(path: Path) -> tuple[bytes, str]:
         raise AssertionError(f"lower read {path} whole although the program is held")
 
     with monkeypatch.context() as patch:
         patch.setattr(lower_stage, "read_with_sha256", no_whole_read)
-        held = _lower(cfg, exported, run_dir)
+        held = lower(cfg, exported, run_dir)
         held_program, held_etrecord = _members(held.program), _members(held.etrecord)
 
     # The same lowering in a process that holds nothing: the file is read and hashed.
     exported_program_format._LOADED.clear()
     file_digests.forget_all()
-    read = _lower(cfg, exported, run_dir)
+    read = lower(cfg, exported, run_dir)
     assert _members(read.program) == held_program
     assert _members(read.etrecord) == held_etrecord
     assert read.program.read_bytes() == held.program.read_bytes()  # no write time inside

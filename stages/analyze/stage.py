@@ -63,12 +63,7 @@ from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outp
 from stages.analyze.load.unused_inputs import report as report_unused
 from stages.analyze.report.graph_outputs import write_graph_outputs
 from stages.analyze.report.html_report import render_report, write_report
-from stages.analyze.report.plots import (
-    has_inexact,
-    plot_gap,
-    plot_top_ops,
-    start_loading_matplotlib,
-)
+from stages.analyze.report.plots import has_inexact, plot_gap, plot_top_ops
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
 from stages.analyze.report.trace_export import build_trace, left_out_warning, write_trace
 from stages.formats.artifacts import ArtifactName
@@ -499,7 +494,6 @@ def run_analyze(
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
     started = time.perf_counter()
     bounded_options(cfg)
-    start_loading_matplotlib()  # overlaps the comparison below
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     gap_comparator = metric_comparator(comparators, cfg.gap_metric)
     linked = _load_and_link(cfg, etdump, debug_buffer, etrecord, pte)

@@ -10,9 +10,7 @@ character.
 
 from __future__ import annotations
 
-import importlib
 import math
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,14 +28,6 @@ ACCUMULATED_COLOR = "#3b7dd8"
 LOCAL_COLOR = "#2ca25f"
 MARKER_COLOR = "#d62728"
 MAX_LABEL = 60  # characters of an op name shown beside its bar
-
-
-def start_loading_matplotlib() -> None:
-    """Import matplotlib on a background thread while the caller computes what to plot: the
-    import overlaps the comparison's torch kernels, which run without the GIL."""
-    threading.Thread(
-        target=importlib.import_module, args=("matplotlib.figure",), daemon=True
-    ).start()
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,8 @@ class HashingWriter(io.RawIOBase):
         return written
 
     def flush(self) -> None:
-        self._file.flush()
+        if not self._file.closed:  # at garbage collection the file may be closed already
+            self._file.flush()
 
     @property
     def size(self) -> int:

@@ -2,7 +2,7 @@
 
 Up to `exact` samples a row keeps every duration and its statistics are exactly NumPy's (mean,
 min, max, `np.percentile`'s linear interpolation): every run of up to that many iterations gets
-the numbers it always got. Past it the samples go into a `QuantileSketch` and are dropped: min,
+the numbers it always got. Past it the samples go into a DDSketch (the `ddsketch` library) and are dropped: min,
 max and count stay exact, the mean is a running sum, and a percentile is the sketch's, within
 `RELATIVE_ACCURACY` of the exact value. A row then holds at most `MAX_BINS` counters per sign.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable
 
 import numpy as np
+from ddsketch import LogCollapsingLowestDenseDDSketch
 
 # The percentile columns of the event table, by name.
 PERCENTILES: dict[str, float] = {"p10": 10.0, "p50": 50.0, "p90": 90.0}
@@ -27,64 +27,20 @@ RELATIVE_ACCURACY = 0.005
 MAX_BINS = 2048
 
 
-class QuantileSketch:
-    """A DDSketch (Masson et al., VLDB 2019): counts in logarithmic buckets, so the k-th smallest
-    value is known to a relative accuracy whatever the count; memory grows with the spread of
-    the values (log of max/min), not with how many there are."""
-
-    def __init__(self, relative_accuracy: float = RELATIVE_ACCURACY) -> None:
-        self.gamma = (1 + relative_accuracy) / (1 - relative_accuracy)
-        self._log_gamma = math.log(self.gamma)
-        self.positive: dict[int, int] = {}
-        self.negative: dict[int, int] = {}  # by the bucket of -value
-        self.zeros = 0
-        self.count = 0
-
-    def add(self, value: float) -> None:
-        self.count += 1
-        if value == 0.0:
-            self.zeros += 1
-            return
-        store = self.positive if value > 0 else self.negative
-        key = math.ceil(math.log(abs(value)) / self._log_gamma)
-        store[key] = store.get(key, 0) + 1
-        if len(store) > MAX_BINS:
-            _fold_smallest(store)
-
-    def _value(self, key: int) -> float:
-        return 2.0 * self.gamma**key / (self.gamma + 1.0)
-
-    def _ordered(self) -> Iterable[tuple[float, int]]:
-        """(bucket value, count) from the smallest value to the largest."""
-        for key in sorted(self.negative, reverse=True):
-            yield -self._value(key), self.negative[key]
-        if self.zeros:
-            yield 0.0, self.zeros
-        for key in sorted(self.positive):
-            yield self._value(key), self.positive[key]
-
-    def ranked(self, ranks: list[int]) -> list[float]:
-        """The approximate k-th smallest value (0-based) for each of the sorted `ranks`."""
-        found: list[float] = []
-        seen = 0
-        wanted = iter(ranks)
-        rank = next(wanted, None)
-        for value, count in self._ordered():
-            seen += count
-            while rank is not None and rank < seen:
-                found.append(value)
-                rank = next(wanted, None)
-        return found
-
-    @property
-    def bins(self) -> int:
-        return len(self.positive) + len(self.negative) + (1 if self.zeros else 0)
+def _sketch() -> LogCollapsingLowestDenseDDSketch:
+    """DDSketch (Masson et al., VLDB 2019; DataDog's implementation): counts in logarithmic
+    buckets, so the k-th smallest value is known to a relative accuracy whatever the count; at
+    most MAX_BINS buckets per sign, the smallest magnitudes folded together past it."""
+    return LogCollapsingLowestDenseDDSketch(relative_accuracy=RELATIVE_ACCURACY, bin_limit=MAX_BINS)
 
 
-def _fold_smallest(store: dict[int, int]) -> None:
-    """Merge the bucket of the smallest magnitude into the next one (DDSketch's collapse)."""
-    low, next_low = sorted(store)[:2]
-    store[next_low] += store.pop(low)
+def _ranked(sketch: LogCollapsingLowestDenseDDSketch, rank: int) -> float:
+    """The approximate k-th smallest value (0-based): the sketch's quantile at rank + 1/2, so
+    float rounding of rank / (count - 1) cannot land on the rank below."""
+    count = sketch.count
+    quantile = 1.0 if count <= 1 else min(1.0, (rank + 0.5) / (count - 1))
+    value = sketch.get_quantile_value(quantile)
+    return float(value) if value is not None else math.nan
 
 
 class LatencyStats:
@@ -95,7 +51,7 @@ class LatencyStats:
     def __init__(self, exact: int = DEFAULT_EXACT_SAMPLES) -> None:
         self.exact = exact
         self.samples: array[float] | None = array("d")
-        self.sketch: QuantileSketch | None = None
+        self.sketch: LogCollapsingLowestDenseDDSketch | None = None
         self.count = 0
         self.total = 0.0
         self.low = math.inf
@@ -110,7 +66,7 @@ class LatencyStats:
             if len(self.samples) < self.exact:
                 self.samples.append(value)
                 return
-            self.sketch = QuantileSketch()
+            self.sketch = _sketch()
             for kept in self.samples:
                 self.sketch.add(kept)
             self.samples = None
@@ -147,7 +103,7 @@ class LatencyStats:
         position = q / 100.0 * (self.count - 1)
         below = math.floor(position)
         above = min(below + 1, self.count - 1)
-        low, high = self.sketch.ranked([below, above])
+        low, high = _ranked(self.sketch, below), _ranked(self.sketch, above)
         value = low + (high - low) * (position - below)
         return min(max(value, self.low), self.high)
 
@@ -155,4 +111,7 @@ class LatencyStats:
         """How many numbers the row holds: samples, or sketch counters (bounded either way)."""
         if self.samples is not None:
             return len(self.samples)
-        return self.sketch.bins if self.sketch is not None else 0
+        if self.sketch is None:
+            return 0
+        stores = (self.sketch._store, self.sketch._negative_store)  # dense: the buckets' span
+        return sum(store.length() for store in stores) + (1 if self.sketch._zero_count else 0)

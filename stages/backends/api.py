@@ -12,6 +12,7 @@ from stages.backends.backend_api import (
     PreprocessResult,
 )
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder, DelegateMappingError
+from stages.backends.named_data_store import NamedDataMap, NamedDataStore, NamedDataStoreOutput
 from stages.formats.closed_sets import FaultKind
 from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle, DelegateIdentifier
 from stages.formats.fault_injection import apply_output_fault, with_fault_eps
@@ -34,6 +35,9 @@ __all__ = [
     "EventTracerProfilingLevel",
     "EventTracerProtocol",
     "FaultKind",
+    "NamedDataMap",
+    "NamedDataStore",
+    "NamedDataStoreOutput",
     "PartitionGraph",
     "PreprocessResult",
     "apply_output_fault",

@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 
 import torch
 
+from stages.backends.backend_error import BackendError
 from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES, REGISTERED_BACKENDS
+from stages.backends.named_data_store import NamedDataMap, NamedDataStoreOutput
 from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.executorch_program import EXECUTORCH_BACKEND_PREFIX, is_executorch_backend
 from stages.formats.fault_injection import fault_hits
@@ -25,16 +27,14 @@ from stages.python_target import absolute_target, import_target
 BACKEND_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-class BackendError(Exception):
-    """A backend that cannot be found, built, or run with the given bytes/specs."""
-
-
 @dataclass(frozen=True)
 class PreprocessResult:
-    """What `preprocess` returns: the delegate's bytes and its identifier → handles map."""
+    """What `preprocess` returns: the delegate's bytes, its identifier → handles map, and the
+    named data its bytes refer to by key (`NamedDataStore.get_named_data_store_output()`)."""
 
     processed_bytes: bytes
     debug_handle_map: dict[DelegateIdentifier, tuple[DebugHandle, ...]]
+    data_store_output: NamedDataStoreOutput | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,8 @@ class BackendDetails(ABC):
     # True when preprocess applies `backend.fault.*` (through `fault_for`); a fault asked of a
     # backend that leaves this False is refused before any stage runs.
     applies_faults: ClassVar[bool] = False
+    # The program's named data, installed by the runtime before `init` (read-only; empty until).
+    named_data_map: NamedDataMap = NamedDataMap.EMPTY
 
     def __init__(self, precision: str = "fp32", fault: dict[str, Any] | None = None) -> None:
         if precision not in self.precisions():
@@ -109,7 +111,8 @@ class BackendDetails(ABC):
     # Runtime half -------------------------------------------------------------------------
     @abstractmethod
     def init(self, processed_bytes: bytes, compile_specs: dict[str, Any]) -> Any:
-        """Rebuild kernels from bytes alone."""
+        """Rebuild kernels from the bytes (and the named data they refer to:
+        `self.named_data_map.get_data(key)`)."""
 
     @abstractmethod
     def execute(

@@ -1,6 +1,8 @@
 """Processed bytes of the emulated delegates: a header, a JSON kernel table, raw tensor bytes.
 
-Self-contained (no pickle): `decode_blob` rebuilds every kernel and weight from the bytes alone.
+No pickle. A tensor with a `key` is not embedded: it goes to the program's named data
+(`NamedDataStore`) and the table refers to it by key, dtype and shape, so the blob holds only the
+kernel table (weights are not copied). Blobs with embedded tensors (older files) still decode.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from typing import Any
 
 import torch
 
-from stages.backends.backend_api import BackendError
+from stages.backends.backend_error import BackendError
+from stages.backends.named_data_store import NamedDataMap, NamedDataStore
 
 MAGIC = b"DDBLOB01"
 _HEADER = struct.Struct("<8sQ")
 _ALIGN = 64
+_NAMED_ALIGN = 16  # the kernels need element alignment only; 16 holds for loaded bytes too
 _DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float16": torch.float16,
@@ -36,6 +40,8 @@ class BlobTensor:
     value_id: int
     tensor: torch.Tensor
     scales: torch.Tensor | None = None  # per-channel int8 scales (axis 0)
+    # Named-data key of the stored tensor (its scales go under `key.scales`); None embeds it.
+    key: str | None = None
 
 
 def _raw_bytes(t: torch.Tensor) -> memoryview:
@@ -45,15 +51,26 @@ def _raw_bytes(t: torch.Tensor) -> memoryview:
     return memoryview(raw) if flat.numel() else memoryview(b"")
 
 
-def encode_blob(document: dict[str, Any], tensors: list[BlobTensor]) -> bytes:
+def _by_key(store: NamedDataStore, key: str, t: torch.Tensor) -> dict[str, Any]:
+    """The table entry of a tensor kept in the named data store (by reference, not copied)."""
+    store.add_named_data(key, t.detach().contiguous(), alignment=_NAMED_ALIGN)
+    return {"key": key, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+
+
+def encode_blob(
+    document: dict[str, Any], tensors: list[BlobTensor], store: NamedDataStore | None = None
+) -> bytes:
     """header | json (space-padded) | tensor bytes, each 64-byte aligned from the blob's start
-    (so a reader can use them in place); the tensors are copied once, into the blob."""
+    (so a reader can use them in place). With a `store`, tensors that have a key go to it
+    instead; the others are copied once, into the blob."""
     table = []
     chunks: list[memoryview | bytes] = []
     offset = 0
 
-    def add(t: torch.Tensor) -> dict[str, Any]:
+    def add(t: torch.Tensor, key: str | None) -> dict[str, Any]:
         nonlocal offset
+        if store is not None and key is not None:
+            return _by_key(store, key, t)
         raw = _raw_bytes(t)
         pad = (-offset) % _ALIGN
         chunks.append(b"\0" * pad)
@@ -69,19 +86,24 @@ def encode_blob(document: dict[str, Any], tensors: list[BlobTensor]) -> bytes:
         return entry
 
     for item in tensors:
-        entry = {"name": item.name, "value_id": item.value_id, "data": add(item.tensor)}
+        entry = {"name": item.name, "value_id": item.value_id, "data": add(item.tensor, item.key)}
         if item.scales is not None:
-            entry["scales"] = add(item.scales)
+            scales_key = None if item.key is None else f"{item.key}.scales"
+            entry["scales"] = add(item.scales, scales_key)
         table.append(entry)
     body = json.dumps({**document, "tensors": table}).encode()
     body += b" " * (-(_HEADER.size + len(body)) % _ALIGN)  # tensors aligned to the blob's start
     return b"".join([_HEADER.pack(MAGIC, len(body)), body, *chunks])
 
 
-def _read_tensor(data: memoryview, base: int, entry: dict[str, Any]) -> torch.Tensor:
+def _read_tensor(
+    data: memoryview, base: int, entry: dict[str, Any], named: NamedDataMap
+) -> torch.Tensor:
     dtype = _DTYPES.get(str(entry["dtype"]))
     if dtype is None:
         raise BackendError(f"delegate blob: unsupported tensor dtype {entry['dtype']!r}")
+    if "key" in entry:  # kept in the program's named data
+        return named.get_tensor(str(entry["key"]), dtype, [int(d) for d in entry["shape"]])
     start, size = base + int(entry["offset"]), int(entry["nbytes"])
     shape = [int(d) for d in entry["shape"]]
     expected = (
@@ -106,10 +128,13 @@ def _tensor_at(data: memoryview, start: int, size: int, dtype: torch.dtype) -> t
     return view if view.data_ptr() % dtype.itemsize == 0 else view.clone()
 
 
-def decode_blob(blob: bytes) -> tuple[dict[str, Any], list[BlobTensor]]:
+def decode_blob(
+    blob: bytes, named: NamedDataMap = NamedDataMap.EMPTY
+) -> tuple[dict[str, Any], list[BlobTensor]]:
     """The JSON document and the tensors of a blob; BackendError when it is not one.
 
-    Tensors of a `bytes` blob are views of it (no copy); of a mutable buffer, copies."""
+    Tensors of a `bytes` blob are views of it (no copy); of a mutable buffer, copies; tensors
+    referred to by key are views of `named` (the program's named data)."""
     if len(blob) < _HEADER.size:
         raise BackendError("delegate blob: too short for its header")
     magic, length = _HEADER.unpack_from(blob, 0)
@@ -130,8 +155,9 @@ def decode_blob(blob: bytes) -> tuple[dict[str, Any], list[BlobTensor]]:
             BlobTensor(
                 name=str(e["name"]),
                 value_id=int(e["value_id"]),
-                tensor=_read_tensor(view, base, e["data"]),
-                scales=_read_tensor(view, base, e["scales"]) if "scales" in e else None,
+                tensor=_read_tensor(view, base, e["data"], named),
+                scales=_read_tensor(view, base, e["scales"], named) if "scales" in e else None,
+                key=str(e["data"]["key"]) if "key" in e["data"] else None,
             )
             for e in document.pop("tensors")
         ]

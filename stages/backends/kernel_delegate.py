@@ -2,7 +2,7 @@
 
 AOT: `kernel_plan` fuses a partition into kernels, `kernel_preprocess` writes them (weights at
 the delegate's precision, the fault on the targeted kernel) to processed bytes. Run time:
-`kernel_runtime` rebuilds them from the bytes alone (precision included) and runs each with torch
+`kernel_runtime` rebuilds them from the bytes and the program's named data (precision included) and runs each with torch
 kernels; this class logs one event per kernel. `precision_emulation` and
 `stages.formats.fault_injection` hold the numeric tricks.
 """
@@ -78,7 +78,7 @@ class KernelDelegate(BackendDetails):
         return identifier
 
     def init(self, processed_bytes: bytes, compile_specs: dict[str, Any]) -> LoadedDelegate:
-        document, tensors = decode_blob(processed_bytes)
+        document, tensors = decode_blob(processed_bytes, self.named_data_map)
         return load_delegate(self.name, document, tensors, self.kernel_identifier)
 
     def log_kernel(

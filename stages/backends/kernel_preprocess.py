@@ -1,11 +1,13 @@
 """The emulated delegates ahead of time: one partition -> processed bytes + debug-handle map.
 
 Kernels come from `kernel_plan`; each op is encoded with value ids local to the partition,
-weights are stored at the delegate's precision, and a targeted kernel carries its fault.
+weights are stored at the delegate's precision in the program's named data (referred to by key,
+not copied), and a targeted kernel carries its fault.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -15,6 +17,7 @@ from stages.backends.backend_api import BackendError, PartitionGraph, Preprocess
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
 from stages.backends.kernel_blob import BlobTensor, encode_blob
 from stages.backends.kernel_plan import KernelPlan, is_getitem, plan_kernels
+from stages.backends.named_data_store import NamedDataStore
 from stages.backends.op_support import ANCHORS
 from stages.backends.precision_emulation import int8_scale, stored_weight
 from stages.formats.closed_sets import Precision
@@ -24,6 +27,7 @@ from stages.formats.fault_injection import (
     require_norm_for_epsilon,
     with_fault_eps,
 )
+from stages.formats.named_data import KEY_PATTERN, MAX_KEY_LENGTH
 from stages.formats.op_encoding import encode_arg, op_name, output_slots
 
 
@@ -118,6 +122,16 @@ def _kernel_entry(
     }
 
 
+def weight_key(constant: str, stored: torch.Tensor, quantized: bool) -> str:
+    """The named-data key of a constant as stored: its program-wide placeholder name plus the
+    stored form (`.fp16`, `.int8`), so equal keys always carry equal bytes across partitions."""
+    form = ".int8" if quantized else (".fp16" if stored.dtype == torch.float16 else "")
+    base = constant
+    if not KEY_PATTERN.fullmatch(base) or len(base) + len(".int8.scales") > MAX_KEY_LENGTH:
+        base = "constant_" + hashlib.sha256(constant.encode()).hexdigest()[:32]
+    return base + form
+
+
 def _blob_tensors(
     delegate: KernelDelegateHooks, ids: _ValueIds, quantized: set[str]
 ) -> list[BlobTensor]:
@@ -127,10 +141,11 @@ def _blob_tensors(
         if node.op != "placeholder" or node.name not in ids.partition.constants:
             continue
         consumer = next(iter(n for n in node.users if n in ids.members), node)
-        tensor, scales = stored_weight(
-            ids.partition.constants[node.name], delegate.precision, node.name in quantized
-        )
-        tensors.append(BlobTensor(delegate.tensor_name(node, consumer), vid, tensor, scales))
+        weight = ids.partition.constants[node.name]
+        quantize = node.name in quantized
+        tensor, scales = stored_weight(weight, delegate.precision, quantize)
+        key = weight_key(node.name, tensor, quantize)
+        tensors.append(BlobTensor(delegate.tensor_name(node, consumer), vid, tensor, scales, key))
     return tensors
 
 
@@ -155,4 +170,8 @@ def preprocess_partition(
         "kernels": kernels,
     }
     tensors = _blob_tensors(delegate, ids, quantized)
-    return PreprocessResult(encode_blob(document, tensors), builder.get_delegate_mapping())
+    store = NamedDataStore()
+    blob = encode_blob(document, tensors, store)
+    return PreprocessResult(
+        blob, builder.get_delegate_mapping(), store.get_named_data_store_output()
+    )

@@ -1,13 +1,16 @@
 """The lowered program file (`lowered_program.zip`; not ExecuTorch's `.pte`): what the run stage executes.
 
 A zip: `program.json` (version marker, instruction list), `constants.pt` (weights-only tensors
-used by operator calls), `delegates/<partition>.bin` (each delegate's processed bytes). Operator
+used by operator calls), `delegates/<partition>.bin` (each delegate's processed bytes), and the
+named data delegates refer to by key (`named_data/<key>`, listed in `named_data.json`; see
+stages.formats.named_data). Operator
 calls name ATen ops; delegate calls name a backend and carry its processed bytes. Loading needs
 none of the export stage's Python objects and never unpickles anything but tensors.
 
 Weights are stored once: with `weights=` the writer replaces byte ranges that repeat a member of
-the exported program beside it by references (`external_weights.json`, pinned by that file's
-sha256; see stages.formats.shared_weights), and the loader splices them back.
+the exported program beside it, and named data equal to a whole member, by references
+(`external_weights.json`, pinned by that file's sha256; see stages.formats.shared_weights), and
+the loader splices them back.
 """
 
 from __future__ import annotations
@@ -24,6 +27,15 @@ import torch
 from stages.formats.atomic_write import atomic_path, declare_digest
 from stages.formats.debug_handles import DebugHandle
 from stages.formats.digesting_file import DigestingFile
+from stages.formats.named_data import (
+    NAMED_DATA_DIR,
+    NAMED_DATA_INDEX,
+    NamedData,
+    NamedDataError,
+    index_document,
+    member_name,
+    read_index,
+)
 from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.program_handover import keep_saved, take_saved
 from stages.formats.reproducible_zip import ReproducibleZipFile
@@ -34,6 +46,7 @@ from stages.formats.shared_weights import (
     WeightFile,
     restore,
     share,
+    share_whole_members,
     weight_file_beside,
 )
 
@@ -112,6 +125,8 @@ class Program:
     constant_tensors: dict[str, torch.Tensor]
     delegate_blobs: dict[str, bytes]
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Program-wide named data the delegates' bytes refer to by key (merged across partitions).
+    named_data: dict[str, NamedData] = field(default_factory=dict)
 
     def save(self, path: Path, weights: WeightFile | None = None) -> str:
         """Write atomically and return the file's sha256; with `weights` (the exported program
@@ -126,18 +141,30 @@ class Program:
         }
         constants = io.BytesIO()
         torch.save(dict(self.constant_tensors), constants)
-        members = {CONSTANTS_MEMBER: constants.getvalue(), **self.delegate_blobs}
+        members: dict[str, bytes | memoryview] = {
+            CONSTANTS_MEMBER: constants.getvalue(),
+            **self.delegate_blobs,
+        }
+        named = {member_name(k): e.data for k, e in self.named_data.items()}
         manifest = None
         if weights is not None:
-            members, manifest = share(members, weights)
+            shared, manifest = share(members, weights)  # type: ignore[arg-type]
+            members = dict(shared)
+            referenced = share_whole_members(named, weights)
+            manifest["members"].update(referenced)
+            named = {k: v for k, v in named.items() if k not in referenced}
+            members.update({k: b"" for k in referenced})
+        members.update({k: _buffer(v) for k, v in named.items()})
         text = json.dumps(document)
         with atomic_path(path) as tmp, DigestingFile(tmp) as file:
             with ReproducibleZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
                 archive.writestr(PROGRAM_MEMBER, text)
                 if manifest is not None and manifest["members"]:
                     archive.writestr(EXTERNAL_MEMBER, json.dumps(manifest))
-                for member, data in members.items():
-                    archive.writestr(member, data)
+                if self.named_data:
+                    archive.writestr(NAMED_DATA_INDEX, json.dumps(index_document(self.named_data)))
+                for member, data in sorted(members.items(), key=_member_order):
+                    archive.writestr(member, data)  # type: ignore[arg-type]
             digest = file.sha256()
             declare_digest(tmp, digest)  # atomic_path keeps it: the file is not read back
         pinned = (
@@ -146,8 +173,18 @@ class Program:
             else None
         )
         # The run stage of this invocation takes it from memory (stages.formats.program_handover).
-        keep_saved(path, text, self.constant_tensors, self.delegate_blobs, pinned)
+        keep_saved(path, text, self.constant_tensors, self.delegate_blobs, pinned, self.named_data)
         return digest
+
+
+def _buffer(data: torch.Tensor) -> memoryview:
+    """A flat uint8 tensor's bytes as a buffer the zip writer takes (no copy)."""
+    return memoryview(data.numpy()) if data.numel() else memoryview(b"")
+
+
+def _member_order(item: tuple[str, Any]) -> tuple[int, str]:
+    """Constants and delegate blobs first (in their order), then named data by key."""
+    return (1, item[0]) if item[0].startswith(NAMED_DATA_DIR) else (0, "")
 
 
 def _encode_instruction(instr: Instruction) -> dict[str, Any]:
@@ -228,11 +265,14 @@ def _decode_sub(data: dict[str, Any]) -> SubProgram:
 
 
 def _payload_members(archive: BoundedZip, path: Path) -> dict[str, bytes]:
-    """Constants and delegate blobs, with any weights kept in the exported program spliced in."""
+    """Constants, delegate blobs and named data, with any weights kept in the exported program
+    spliced in."""
     members = {
         name: archive.read(name)
         for name in archive.names()
-        if name == CONSTANTS_MEMBER or name.startswith("delegates/")
+        if name == CONSTANTS_MEMBER
+        or name.startswith("delegates/")
+        or name.startswith(NAMED_DATA_DIR)
     }
     if CONSTANTS_MEMBER not in members:
         raise ProgramError(f"{path}: no {CONSTANTS_MEMBER} member; not a lowered program")
@@ -257,6 +297,7 @@ def load_program(path: Path) -> Program:
             constant_tensors=dict(saved.constant_tensors),
             delegate_blobs=dict(saved.delegate_blobs),
             metadata=metadata,
+            named_data=dict(saved.named_data),
         )
     try:
         archive = BoundedZip(path, str(path))
@@ -274,9 +315,10 @@ def load_program(path: Path) -> Program:
                 raise ProgramError(f"{path}: {CONSTANTS_MEMBER} is not a name → tensor mapping")
             main, constants, metadata = _decoded(document, path)
             blobs = {name: data for name, data in members.items() if name.startswith("delegates/")}
+            named = _named_data(archive, members, path)
         except ProgramError:
             raise
-        except (UnsafePayloadError, SharedWeightsError) as exc:
+        except (UnsafePayloadError, SharedWeightsError, NamedDataError) as exc:
             raise ProgramError(str(exc)) from exc
         except _CORRUPT as exc:
             raise ProgramError(f"{path}: corrupt program ({type(exc).__name__}: {exc})") from exc
@@ -286,7 +328,18 @@ def load_program(path: Path) -> Program:
         constant_tensors=dict(tensors),
         delegate_blobs=blobs,
         metadata=metadata,
+        named_data=named,
     )
+
+
+def _named_data(archive: BoundedZip, members: dict[str, bytes], path: Path) -> dict[str, NamedData]:
+    """The named data members, checked against `named_data.json` (none without it)."""
+    if NAMED_DATA_INDEX not in archive.names():
+        if any(name.startswith(NAMED_DATA_DIR) for name in members):
+            raise ProgramError(f"{path}: named data members without {NAMED_DATA_INDEX}")
+        return {}
+    index = json.loads(archive.read(NAMED_DATA_INDEX).decode("utf-8"))
+    return read_index(index, members, str(path))
 
 
 # What a corrupt program.json or member raises while it is decoded.

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from stages.formats.file_digests import file_sha256, known_sha256
+from stages.formats.named_data import NamedData
 from stages.formats.shared_weights import SharedWeightsError, weight_file_beside
 from stages.formats.tensor_versions import tensor_versions
 
@@ -23,13 +24,19 @@ from stages.formats.tensor_versions import tensor_versions
 @dataclass(frozen=True)
 class SavedProgram:
     """What `load_program` would read back from the file: its program.json text, constant
-    tensors and delegate blobs (weights spliced in), and the weight file it refers to."""
+    tensors, delegate blobs and named data (weights spliced in: the very tensors written), and
+    the weight file it refers to."""
 
     document: str
     constant_tensors: dict[str, torch.Tensor]
     delegate_blobs: dict[str, bytes]
     weights: dict[str, str] | None  # {"file": name beside it, "sha256": pinned digest}
-    versions: tuple[int, ...]  # of constant_tensors when kept
+    versions: tuple[int, ...]  # of constant_tensors, then of named data, when kept
+    named_data: dict[str, NamedData]
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor handed over, whose versions must not change before it is taken."""
+        return [*self.constant_tensors.values(), *(e.data for e in self.named_data.values())]
 
 
 _saved: dict[str, SavedProgram] = {}
@@ -41,14 +48,17 @@ def keep_saved(
     constant_tensors: dict[str, torch.Tensor],
     delegate_blobs: dict[str, bytes],
     weights: dict[str, str] | None,
+    named_data: dict[str, NamedData] | None = None,
 ) -> None:
     """Keep what was just written at `path` (replacing any program kept before)."""
     _saved.clear()
     digest = known_sha256(path)
-    versions = tensor_versions(constant_tensors.values())
+    named = dict(named_data or {})
+    tensors = [*constant_tensors.values(), *(e.data for e in named.values())]
+    versions = tensor_versions(tensors)
     if digest is not None and versions is not None:
         _saved[digest] = SavedProgram(
-            document, dict(constant_tensors), dict(delegate_blobs), weights, versions
+            document, dict(constant_tensors), dict(delegate_blobs), weights, versions, named
         )
 
 
@@ -58,7 +68,7 @@ def take_saved(path: Path) -> SavedProgram | None:
     saved = _saved.pop(digest, None) if digest is not None else None
     if saved is None:
         return None
-    if tensor_versions(saved.constant_tensors.values()) != saved.versions:
+    if tensor_versions(saved.tensors()) != saved.versions:
         return None  # something wrote into a constant in place: read the file instead
     if saved.weights is not None and not _weights_unchanged(path, saved.weights):
         return None  # the file load refuses it with the reason

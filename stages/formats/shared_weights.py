@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from stages.formats.bounded_zip import BoundedZip, ZipLimitError
 from stages.formats.payload_search import find_payloads
@@ -126,6 +129,34 @@ def share(
             spliced[name] = [list(s) for s in split[1]]
     manifest = {"file": weights.name, "sha256": weights.sha256, "members": spliced}
     return out, manifest
+
+
+def share_whole_members(
+    named: Mapping[str, torch.Tensor], weights: WeightFile
+) -> dict[str, list[list[Any]]]:
+    """Manifest entries (`[["W", member]]`, nothing stored) for the named data (flat uint8
+    tensors) equal to a whole weight member; each weight member is read at most once."""
+    by_size: dict[int, list[str]] = {}
+    for name, data in named.items():
+        if data.numel() >= MIN_SHARED_BYTES:
+            by_size.setdefault(int(data.numel()), []).append(name)
+    referenced: dict[str, list[list[Any]]] = {}
+    for member in weights.members:
+        waiting = [n for n in by_size.get(weights.size_of(member), []) if n not in referenced]
+        if not waiting:
+            continue
+        payload = _as_bytes_tensor(weights.members[member])
+        for name in waiting:
+            if torch.equal(named[name], payload):
+                referenced[name] = [["W", member]]
+    return referenced
+
+
+def _as_bytes_tensor(data: bytes) -> torch.Tensor:
+    """Immutable bytes as a uint8 tensor viewing them (only compared, never written)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable"
+        return torch.frombuffer(data, dtype=torch.uint8)
 
 
 def weight_file_beside(program: Path, manifest: dict[str, Any]) -> Path:

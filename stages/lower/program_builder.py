@@ -9,6 +9,7 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.backends.backend_api import PartitionGraph, PreprocessResult
+from stages.backends.named_data_store import merged_named_data
 from stages.backends.op_support import base_name
 from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.fault_injection import fault_hits, require_norm_for_epsilon, with_fault_eps
@@ -174,7 +175,8 @@ def build_program(
     fault: dict[str, Any] | None,
     metadata: dict[str, Any],
 ) -> Program:
-    """The lowered program: operator calls, delegate calls with processed bytes, cond branches."""
+    """The lowered program: operator calls, delegate calls with processed bytes, cond branches,
+    and the named data of every partition (merged by key)."""
     builder = _Builder(constants, fault)
     main = builder.sub_program(
         program.graph_module, partitions, results, backend, compile_specs, top_level=True
@@ -185,4 +187,5 @@ def build_program(
         constant_tensors={name: constants[name] for name in builder.used_constants},
         delegate_blobs={f"delegates/{pid}.bin": r.processed_bytes for pid, r in results.items()},
         metadata=metadata,
+        named_data=merged_named_data(r.data_store_output for r in results.values()),
     )

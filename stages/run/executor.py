@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from stages.backends.backend_api import BackendDetails, backend_class
+from stages.backends.named_data_store import NamedDataMap
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, METHOD_EVENT
 from stages.formats.fault_injection import apply_output_fault
 from stages.formats.op_encoding import ValueRef, bind, bind_args, resolve_op
@@ -55,11 +56,13 @@ class CompiledSub:
 
 
 class Executor:
-    """Load-time: init every delegate from its processed bytes. Run-time: `execute(inputs, tracer)`."""
+    """Load-time: init every delegate from its processed bytes (the program's named data
+    installed on its backend). Run-time: `execute(inputs, tracer)`."""
 
     def __init__(self, program: Program) -> None:
         self.program = program
         self._backends: dict[str, BackendDetails] = {}
+        self._named_data_map = NamedDataMap(program.named_data)
         target = program.metadata.get("backend_target")
         name = program.metadata.get("backend")
         precision = str(program.metadata.get("precision", "fp32"))
@@ -73,7 +76,9 @@ class Executor:
 
     def _backend(self, name: str) -> BackendDetails:
         if name not in self._backends:
-            self._backends[name] = self._backend_factory(name)
+            backend = self._backend_factory(name)
+            backend.named_data_map = self._named_data_map  # read by its init
+            self._backends[name] = backend
         return self._backends[name]
 
     def compile(self, instruction: Any) -> Step:

@@ -59,8 +59,12 @@ def test_weights_are_stored_once_and_spliced_back_exactly(lowered_vit: Path) -> 
     assert sum(len(weights.members[n]) for n in referenced) > 0.9 * weight_bytes
     program = load_program(lowered_vit)
     total = sum(len(b) for b in program.delegate_blobs.values())
-    assert stored < total  # the blobs as loaded are larger than what the file holds
-    assert any(split_member(blob, weights) for blob in program.delegate_blobs.values())
+    total += sum(e.nbytes for e in program.named_data.values())
+    assert stored < total  # the delegates' bytes as loaded are larger than what the file holds
+    # The delegates' fp32 weights are named data, each a whole weight member kept by reference.
+    named = {m: segs for m, segs in manifest["members"].items() if m.startswith("named_data/")}
+    assert named and all(len(segs) == 1 and segs[0][0] == "W" for segs in named.values())
+    assert not any(split_member(blob, weights) for blob in program.delegate_blobs.values())
 
 
 def test_loaded_program_equals_the_unshared_one(
@@ -82,6 +86,8 @@ def test_loaded_program_equals_the_unshared_one(
     assert plain.stat().st_size > 2 * lowered_vit.stat().st_size
     again = load_program(plain)
     assert again.delegate_blobs == program.delegate_blobs
+    assert again.named_data.keys() == program.named_data.keys()
+    assert all(torch.equal(again.named_data[k].data, e.data) for k, e in program.named_data.items())
     assert all(
         torch.equal(again.constant_tensors[k], v) for k, v in program.constant_tensors.items()
     )
@@ -137,9 +143,14 @@ def test_hostile_references_are_refused(
 
 
 def _original_members(program: Path) -> dict[str, bytes]:
-    """The constants and delegate blobs as the backend produced them (references spliced back)."""
+    """The constants, delegate blobs and named data as the backend produced them (references
+    spliced back)."""
     with zipfile.ZipFile(program) as z:
-        names = [n for n in z.namelist() if n == "constants.pt" or n.startswith("delegates/")]
+        names = [
+            n
+            for n in z.namelist()
+            if n == "constants.pt" or n.startswith(("delegates/", "named_data/"))
+        ]
         members = {n: z.read(n) for n in names}
         if EXTERNAL_MEMBER not in z.namelist():
             return members

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from stages.backends.backend_api import BackendError, backend_class
+from stages.backends.named_data_store import NamedDataMap
 from stages.formats.etdump import (
     ETDumpData,
     ETDumpError,
@@ -133,6 +135,7 @@ def delegate_blob_target(program: Path) -> FuzzTarget:
     loaded = load_program(program)
     instruction = next(i for i in loaded.main.instructions if isinstance(i, DelegateInstruction))
     backend = backend_class(instruction.backend)()
+    backend.named_data_map = NamedDataMap(loaded.named_data)  # as the runtime installs it
 
     def read(path: Path) -> None:
         backend.init(path.read_bytes(), instruction.compile_specs)
@@ -180,6 +183,19 @@ def executorch_etrecord() -> Path | None:
     return target
 
 
+def lowered_program_reader(exported: Path) -> Callable[[Path], None]:
+    """load_program of a (mutated) program with the exported program it refers to beside it, as
+    the lower stage leaves them, so mutations reach its named data and weight references."""
+
+    def read(path: Path) -> None:
+        beside = path.parent / exported.name
+        if not beside.exists():
+            shutil.copy(exported, beside)
+        load_program(path)
+
+    return read
+
+
 def our_targets(work_dir: Path) -> list[FuzzTarget]:
     """Our ETDump, debug buffer, ETRecord, lowered program and delegate blob (tiny xnnpack run)."""
     cfg = compose_config(work_dir, [*TINY_MODEL_OVERRIDES["mlp"], "backend=xnnpack"])
@@ -212,7 +228,7 @@ def our_targets(work_dir: Path) -> list[FuzzTarget]:
         FuzzTarget(
             "our lowered program",
             lowered.program.read_bytes(),
-            load_program,
+            lowered_program_reader(lowered.program.parent / "exported.pt2"),
             (ProgramError,),
             structured=mutate_zip,
         ),

@@ -125,10 +125,15 @@ def read_index(document: Any, members: Mapping[str, bytes], where: str) -> dict[
         raise NamedDataError(f"{where}: named data member(s) {unlisted[:5]} not in the index")
     entries: dict[str, NamedData] = {}
     for key, entry in document.items():
-        check_key(key)
+        try:
+            check_key(key)
+            alignment = check_alignment(
+                entry.get("alignment", 1) if isinstance(entry, dict) else 1, key
+            )
+        except NamedDataError as exc:
+            raise NamedDataError(f"{where}: {exc}") from exc
         if not isinstance(entry, dict) or not isinstance(entry.get("nbytes"), int):
             raise NamedDataError(f"{where}: named data {key!r}: malformed index entry")
-        alignment = check_alignment(entry.get("alignment", 1), key)
         data = members.get(member_name(key))
         if data is None:
             raise NamedDataError(

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from stages.backends.backend_api import BackendError
 from stages.backends.kernel_blob import decode_blob
+from stages.backends.named_data_store import NamedDataMap
 from stages.formats.program import ProgramError, load_program
 from stages.formats.samples import load_samples
 from stages.lower.stage import LoweringError
@@ -82,14 +83,17 @@ def test_corrupt_program_and_blob_raise_named_errors(
     truncated.write_bytes(data[: len(data) // 3])
     with pytest.raises(ProgramError, match=r"truncated\.pte"):
         load_program(truncated)
-    blob = load_program(lowered.program).delegate_blobs["delegates/0.bin"]
+    loaded = load_program(lowered.program)
+    blob, named = loaded.delegate_blobs["delegates/0.bin"], NamedDataMap(loaded.named_data)
     with zipfile.ZipFile(lowered.program) as z:
         document = json.loads(z.read("program.json"))
-    decode_blob(blob)
+    decode_blob(blob, named)
     with pytest.raises(BackendError, match="bad magic"):
-        decode_blob(b"X" * len(blob))
-    with pytest.raises(BackendError, match="out of range"):
-        decode_blob(blob[:-8])
+        decode_blob(b"X" * len(blob), named)
+    with pytest.raises(BackendError, match="truncated kernel table"):
+        decode_blob(blob[:-8], named)
+    with pytest.raises(BackendError, match="'p_inp_weight' is not in the program"):
+        decode_blob(blob)  # its weights are the program's named data
     document["version"] = 42
     newer = tmp_path / "newer.pte"
     with zipfile.ZipFile(lowered.program) as zin, zipfile.ZipFile(newer, "w") as zout:
@@ -135,9 +139,12 @@ def test_qnn_tensor_names_embed_handles_and_runtime_parses_them(
     from stages.formats.etrecord import ETRecord
 
     _, lowered = export_and_lower(tiny_cfg("mlp", "backend=qnn"), tmp_path)
-    with zipfile.ZipFile(lowered.program) as z:
-        _, tensors = decode_blob(z.read("delegates/0.bin"))
+    loaded = load_program(lowered.program)
+    blob, named = loaded.delegate_blobs["delegates/0.bin"], NamedDataMap(loaded.named_data)
+    _, tensors = decode_blob(blob, named)
     assert all("__debugID_" in t.name for t in tensors)
-    runtime = QnnBackend("fp16").init(zipfile.ZipFile(lowered.program).read("delegates/0.bin"), {})
+    backend = QnnBackend("fp16")
+    backend.named_data_map = named  # as the runtime installs it before init
+    runtime = backend.init(blob, {})
     record = ETRecord.load(lowered.etrecord)
     assert {k.identifier for k in runtime.kernels} == set(record.delegate_maps[0].debug_handle_map)

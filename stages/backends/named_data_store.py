@@ -21,6 +21,7 @@ from stages.formats.named_data import (
     NamedDataError,
     aligned,
     buffer_bytes,
+    byte_view,
     check_alignment,
     check_key,
     tensor_bytes,
@@ -105,9 +106,7 @@ class NamedDataMap(Mapping[str, memoryview]):
 
     def get_data(self, key: str) -> memoryview:
         """The bytes stored under `key`, as a read-only buffer (no copy)."""
-        data = self._entry(key).data
-        raw = memoryview(data.numpy()) if data.numel() else memoryview(b"")
-        return raw.toreadonly()
+        return byte_view(self._entry(key).data).toreadonly()
 
     def get_tensor(self, key: str, dtype: torch.dtype, shape: Iterable[int]) -> torch.Tensor:
         """The bytes under `key` as a tensor of `dtype` and `shape`, viewing them; BackendError

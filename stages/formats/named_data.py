@@ -98,6 +98,12 @@ def buffer_bytes(data: bytes | bytearray | memoryview) -> torch.Tensor:
         return torch.frombuffer(data, dtype=torch.uint8)
 
 
+def byte_view(data: torch.Tensor) -> memoryview:
+    """A flat uint8 tensor's bytes as a buffer (no copy)."""
+    raw: Any = data.numpy()  # a numpy array exports the buffer protocol
+    return memoryview(raw) if data.numel() else memoryview(b"")
+
+
 def aligned(data: torch.Tensor, alignment: int) -> torch.Tensor:
     """`data`, copied once into a fresh (64-byte aligned) buffer when its start is misaligned."""
     if not data.numel() or data.data_ptr() % alignment == 0:

@@ -32,6 +32,7 @@ from stages.formats.named_data import (
     NAMED_DATA_INDEX,
     NamedData,
     NamedDataError,
+    byte_view,
     index_document,
     member_name,
     read_index,
@@ -141,20 +142,18 @@ class Program:
         }
         constants = io.BytesIO()
         torch.save(dict(self.constant_tensors), constants)
-        members: dict[str, bytes | memoryview] = {
-            CONSTANTS_MEMBER: constants.getvalue(),
-            **self.delegate_blobs,
-        }
+        payload = {CONSTANTS_MEMBER: constants.getvalue(), **self.delegate_blobs}
         named = {member_name(k): e.data for k, e in self.named_data.items()}
         manifest = None
         if weights is not None:
-            shared, manifest = share(members, weights)  # type: ignore[arg-type]
-            members = dict(shared)
+            payload, manifest = share(payload, weights)
+        members: dict[str, bytes | memoryview] = dict(payload)
+        if weights is not None and manifest is not None:
             referenced = share_whole_members(named, weights)
             manifest["members"].update(referenced)
             named = {k: v for k, v in named.items() if k not in referenced}
             members.update({k: b"" for k in referenced})
-        members.update({k: _buffer(v) for k, v in named.items()})
+        members.update({k: byte_view(v) for k, v in named.items()})
         text = json.dumps(document)
         with atomic_path(path) as tmp, DigestingFile(tmp) as file:
             with ReproducibleZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:
@@ -164,7 +163,7 @@ class Program:
                 if self.named_data:
                     archive.writestr(NAMED_DATA_INDEX, json.dumps(index_document(self.named_data)))
                 for member, data in sorted(members.items(), key=_member_order):
-                    archive.writestr(member, data)  # type: ignore[arg-type]
+                    archive.writestr(member, data)
             digest = file.sha256()
             declare_digest(tmp, digest)  # atomic_path keeps it: the file is not read back
         pinned = (
@@ -175,11 +174,6 @@ class Program:
         # The run stage of this invocation takes it from memory (stages.formats.program_handover).
         keep_saved(path, text, self.constant_tensors, self.delegate_blobs, pinned, self.named_data)
         return digest
-
-
-def _buffer(data: torch.Tensor) -> memoryview:
-    """A flat uint8 tensor's bytes as a buffer the zip writer takes (no copy)."""
-    return memoryview(data.numpy()) if data.numel() else memoryview(b"")
 
 
 def _member_order(item: tuple[str, Any]) -> tuple[int, str]:

@@ -90,8 +90,8 @@ def _load_traced(program: Path, runtime: RuntimeConfig, tracer: EventTracer) -> 
         )
         for blob in lowered.delegate_blobs.values():
             tracer.track_allocation(delegate_allocator, len(blob))
-        for entry in lowered.named_data.values():  # what the delegates' bytes refer to
-            tracer.track_allocation(delegate_allocator, entry.nbytes)
+        for named in lowered.named_data.values():  # what the delegates' bytes refer to
+            tracer.track_allocation(delegate_allocator, named.nbytes)
     return executor
 
 

@@ -1,4 +1,5 @@
-"""Delegate blobs: weights copied once on the way in, read back without a copy from bytes."""
+"""Delegate blobs: weights copied once on the way in (or kept by key in the named data), read
+back without a copy."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 
 from stages.backends.backend_api import BackendError
 from stages.backends.kernel_blob import BlobTensor, decode_blob, encode_blob
+from stages.backends.named_data_store import NamedDataMap, NamedDataStore
 
 
 def _tensors() -> list[BlobTensor]:
@@ -77,3 +79,37 @@ def test_out_of_range_tensor_is_refused() -> None:
     blob = encode_blob({}, _tensors()[:1])
     with pytest.raises(BackendError, match="out of range"):
         decode_blob(blob[:-8])
+
+
+def _keyed() -> list[BlobTensor]:
+    return [
+        BlobTensor(t.name, t.value_id, t.tensor, t.scales, key=f"k_{t.name}") for t in _tensors()
+    ]
+
+
+def test_keyed_tensors_go_to_the_named_data_and_are_read_back_as_views_of_it() -> None:
+    store = NamedDataStore()
+    tensors = _keyed()
+    blob = encode_blob({"kernels": []}, tensors, store)
+    embedded = encode_blob({"kernels": []}, _tensors())
+    named = store.get_named_data_store_output().named_data
+    assert set(named) == {f"k_{t.name}" for t in tensors} | {"k_q.scales"}
+    assert len(blob) < 1024 < len(embedded)  # only the table: no tensor bytes
+    assert named["k_w"].data.data_ptr() == tensors[0].tensor.data_ptr()  # kept by reference
+    document, decoded = decode_blob(blob, NamedDataMap(named))
+    assert document == {"kernels": []}
+    for original, back in zip(_tensors(), decoded, strict=True):
+        assert back.key == f"k_{original.name}" and torch.equal(back.tensor, original.tensor)
+    assert decoded[0].tensor.data_ptr() == tensors[0].tensor.data_ptr()
+    assert decoded[2].scales is not None and torch.equal(decoded[2].scales, torch.ones(2))
+
+
+def test_a_keyed_blob_without_its_named_data_or_with_other_sizes_is_refused() -> None:
+    store = NamedDataStore()
+    blob = encode_blob({}, _keyed()[:1], store)
+    with pytest.raises(BackendError, match="named data 'k_w' is not in the program"):
+        decode_blob(blob)
+    other = NamedDataStore()
+    other.add_named_data("k_w", torch.zeros(5))
+    with pytest.raises(BackendError, match=r"'k_w' holds 20 bytes; torch\.float32 of shape"):
+        decode_blob(blob, NamedDataMap(other.get_named_data_store_output().named_data))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.outcomes import PipelineResult
+from pipeline.outcomes import PipelineResult, StageOutcome
 from stages.formats.artifacts import ArtifactName
 
 
@@ -15,6 +15,13 @@ def _analysis_lines(result: PipelineResult) -> list[str]:
     except ImportError:
         return []
     return [format_terminal_report(summary)]
+
+
+def _executions(run: StageOutcome) -> str:
+    """' over N timed executions' when the run stage's metrics say how many ran."""
+    metrics = getattr(run.artifacts, "metrics", None) or {}
+    count = metrics.get("iterations")
+    return f" over {int(count)} timed execution(s)" if isinstance(count, float) else ""
 
 
 def format_summary(result: PipelineResult) -> str:
@@ -33,7 +40,9 @@ def format_summary(result: PipelineResult) -> str:
     lines.extend(analysis)
     run = next((o for o in result.stages if o.name == "run"), None)
     if analysis and run is not None and run.torch_threads is not None:
-        lines.append(f"latencies measured with {run.torch_threads} torch thread(s)")
+        lines.append(
+            f"latencies measured with {run.torch_threads} torch thread(s){_executions(run)}"
+        )
     lines.append(f"artifacts: {result.run_dir}")
     lines.append(f"tracking:  {result.tracking}")
     return "\n".join(lines)

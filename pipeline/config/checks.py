@@ -79,6 +79,24 @@ def check_backend_precision(cfg: DictConfig) -> None:
         )
 
 
+def check_run_budget(cfg: DictConfig) -> None:
+    """`runtime.warmup`, `runtime.iterations`, `runtime.min_iterations`, `runtime.max_time_s`."""
+    from stages.run.iteration_budget import IterationBudget, IterationBudgetError
+
+    runtime = cfg.runtime
+    if int(runtime.warmup) < 0:
+        raise ConfigValueError(f"runtime.warmup={runtime.warmup}: give 0 or more")
+    max_time = runtime.get("max_time_s")
+    try:
+        IterationBudget(
+            int(runtime.iterations),
+            int(runtime.min_iterations),
+            None if max_time is None else float(max_time),
+        )
+    except IterationBudgetError as exc:
+        raise ConfigValueError(str(exc)) from exc
+
+
 def check_config(cfg: DictConfig, stages: list[str]) -> None:
     """Every check a schema cannot express, for the selected stages; raises ConfigValueError."""
     if "lower" in stages:
@@ -86,5 +104,7 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_fault_changes_something(cfg)
         check_backend_class(cfg)
         check_backend_precision(cfg)
+    if "run" in stages:
+        check_run_budget(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)

@@ -42,8 +42,13 @@ class RuntimeConfig:
     """Warmup and timed iterations, and what the tracer captures."""
 
     name: RuntimeName = RuntimeName.emulated
+    # Untraced executions before the timed ones; the capture executions count toward them.
     warmup: int = 1
+    # Timed executions: at most `iterations`, at least `min_iterations`, and no more once they
+    # have taken `max_time_s` in all (null: always `iterations`), as pytest-benchmark's rounds.
     iterations: int = 10
+    min_iterations: int = 5
+    max_time_s: float | None = 1.0
     debug_level: DebugLevel = DebugLevel.intermediate_outputs
     profiling_level: ProfilingLevel = ProfilingLevel.all
     # Allocation events (memory per allocator). ExecuTorch 1.5.1's Inspector raises on them

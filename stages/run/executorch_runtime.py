@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from stages.formats.etdump.records import (
 )
 from stages.formats.etdump.writer import write_etdump
 from stages.progress_display import ProgressDisplay
+from stages.run.iteration_budget import IterationBudget
 from stages.run.native_stderr import native_stderr_to_log
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
@@ -84,18 +86,21 @@ def run_program(
     where: str,
     samples: list[tuple[torch.Tensor, ...]],
     warmup: int,
-    iterations: int,
+    budget: IterationBudget,
     capture: bool,
 ) -> ExecuTorchRun:
-    """Timed iterations, then (if `capture`) one capture run per sample with a debug buffer."""
+    """Timed iterations (as many as `budget` allows), then (if `capture`) one capture run per
+    sample with a debug buffer."""
     timed = _load(program, where)
     outputs: list[tuple[torch.Tensor, ...]] = []
     with native_stderr_to_log():  # the runtime reads the CPU's details on its first calls
         for index in range(warmup):
             timed.run_method(METHOD, tuple(samples[index % len(samples)]))
-    with ProgressDisplay("run", iterations) as progress:
-        for index in range(warmup, warmup + iterations):
-            timed.run_method(METHOD, tuple(samples[index % len(samples)]))
+    with ProgressDisplay("run", budget.iterations) as progress:
+        while budget.more():
+            started = time.perf_counter()
+            timed.run_method(METHOD, tuple(samples[budget.done % len(samples)]))
+            budget.record(time.perf_counter() - started)
             progress.advance()
     timed_dump, _ = _etdump_of(timed, debug_buffer=False)
     executions = [b for b in timed_dump.run_data if b.name == TIMED_BLOCK]

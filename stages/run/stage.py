@@ -1,15 +1,18 @@
 """The run stage: execute the lowered program under the EventTracer, write ETDump + debug buffer.
 
-Timed iterations capture no tensors ('Execute' blocks); intermediate outputs are captured in
-separate executions ('Execute (intermediate outputs)' blocks) so latencies are not inflated.
+Intermediate outputs are captured in executions of their own ('Execute (intermediate outputs)'
+blocks), which also warm the program up; the timed ones after them ('Execute' blocks) capture no
+tensors, so latencies are not inflated.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -25,6 +28,7 @@ from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
 from stages.run.executor import Executor
+from stages.run.iteration_budget import IterationBudget, IterationBudgetError
 
 log = logging.getLogger(__name__)
 
@@ -100,16 +104,27 @@ def _timed_iterations(
     samples: list[tuple[torch.Tensor, ...]],
     runtime: RuntimeConfig,
     tracer: EventTracer,
-) -> None:
-    """Warm-up executions untraced, then one profiled event block per timed execution."""
-    for index in range(runtime.warmup):
+    warmed: int,
+) -> IterationBudget:
+    """Warm-up executions untraced (those `warmed` already count), then one profiled event
+    block per timed execution, as many as the iteration budget allows."""
+    for index in range(max(0, runtime.warmup - warmed)):
         executor.execute(samples[index % len(samples)])
+    budget = _budget(runtime)
     with ProgressDisplay("run", runtime.iterations) as progress:
-        for index in range(runtime.iterations):
+        while budget.more():
+            index = budget.done
             tracer.create_event_block(TIMED_BLOCK)
             tracer.set_bundled_input_index(index % len(samples))
+            started = time.perf_counter()
             executor.execute(samples[index % len(samples)], tracer)
+            budget.record(time.perf_counter() - started)
             progress.advance()
+    return budget
+
+
+def _budget(runtime: RuntimeConfig) -> IterationBudget:
+    return IterationBudget(runtime.iterations, runtime.min_iterations, runtime.max_time_s)
 
 
 def _capture(
@@ -117,17 +132,24 @@ def _capture(
     samples: list[tuple[torch.Tensor, ...]],
     debug_level: EventTracerDebugLogLevel,
     tracer: EventTracer,
-) -> None:
-    """Untimed executions that log intermediate and program outputs, one block per sample."""
+) -> list[tuple[Any, ...]]:
+    """One untimed execution per sample that logs intermediate and program outputs (a block
+    each); the program's outputs. With nothing to log, plain executions."""
     if debug_level <= EventTracerDebugLogLevel.NO_LOGGING:
-        return
+        return [tuple(executor.execute(sample)) for sample in samples]
+    levels = tracer.debug_level, tracer.profiling_level
     tracer.debug_level = debug_level
     tracer.profiling_level = EventTracerProfilingLevel.NO_PROFILING
+    outputs = []
     for index, sample in enumerate(samples):
         tracer.create_event_block(CAPTURE_BLOCK)
         tracer.set_bundled_input_index(index)
-        for value in executor.execute(sample, tracer):
+        values = tuple(executor.execute(sample, tracer))
+        for value in values:
             tracer.log_program_output(value)
+        outputs.append(values)
+    tracer.debug_level, tracer.profiling_level = levels
+    return outputs
 
 
 def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) -> RunArtifacts:
@@ -138,8 +160,12 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     profiling = EventTracerProfilingLevel(
         _level(_PROFILING_LEVELS, runtime.profiling_level, "runtime.profiling_level")
     )
-    if runtime.iterations < 1 or runtime.warmup < 0:
-        raise RuntimeConfigError("runtime.iterations must be ≥ 1 and runtime.warmup ≥ 0")
+    if runtime.warmup < 0:
+        raise RuntimeConfigError(f"runtime.warmup={runtime.warmup}: give 0 or more")
+    try:
+        _budget(runtime)
+    except IterationBudgetError as exc:
+        raise RuntimeConfigError(str(exc)) from exc
     samples = load_samples(inputs)
     with program.open("rb") as fh:
         if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
@@ -154,9 +180,10 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         ),
     )
     executor = _load_traced(program, runtime, tracer)
-    _timed_iterations(executor, samples, runtime, tracer)
-    outputs = [tuple(executor.execute(sample)) for sample in samples]
-    _capture(executor, samples, debug_level, tracer)
+    # The capture executions come first and are the warm-up: the kernels, caches and allocator
+    # are as warm after them as after an untraced execution, and the timed ones log no tensor.
+    outputs = _capture(executor, samples, debug_level, tracer)
+    budget = _timed_iterations(executor, samples, runtime, tracer, warmed=len(samples))
     _report_skipped(tracer)
 
     etdump_path = run_dir / ArtifactName.ETDUMP
@@ -167,7 +194,7 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     save_samples(
         [tuple(t for t in o if isinstance(t, torch.Tensor)) for o in outputs], outputs_path
     )
-    metrics = _metrics(runtime, data, etdump_bytes, debug_bytes)
+    metrics = _metrics(budget.done, data, etdump_bytes, debug_bytes)
     metrics["skipped_outputs"] = float(len(tracer.skipped_outputs))
     return RunArtifacts(
         etdump=etdump_path, debug_buffer=debug_path, outputs=outputs_path, metrics=metrics
@@ -175,7 +202,7 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
 
 
 def _metrics(
-    runtime: RuntimeConfig, data: ETDumpData, etdump_bytes: int, debug_bytes: int
+    iterations: int, data: ETDumpData, etdump_bytes: int, debug_bytes: int
 ) -> dict[str, float]:
     """Iterations, file sizes, event count and the timed executions' latency quantiles."""
     method_ms = [
@@ -186,7 +213,7 @@ def _metrics(
         if e.profile_event is not None and e.profile_event.name == METHOD_EVENT
     ]
     metrics = {
-        "iterations": float(runtime.iterations),
+        "iterations": float(iterations),
         "etdump_bytes": float(etdump_bytes),
         "debug_buffer_bytes": float(debug_bytes),
         "events": float(sum(len(b.events) for b in data.run_data)),
@@ -211,11 +238,12 @@ def _run_executorch(
 
     data = program.read_bytes()
     capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
-    run = run_program(data, str(program), samples, runtime.warmup, runtime.iterations, capture)
+    budget = _budget(runtime)
+    run = run_program(data, str(program), samples, runtime.warmup, budget, capture)
     etdump_path = run_dir / ArtifactName.ETDUMP
     debug_path = run_dir / ArtifactName.DEBUG_BUFFER
     etdump_bytes = write_run(run, data, etdump_path, debug_path)
     outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
     save_samples(run.outputs, outputs_path)
-    metrics = _metrics(runtime, run.etdump, etdump_bytes, debug_path.stat().st_size)
+    metrics = _metrics(budget.done, run.etdump, etdump_bytes, debug_path.stat().st_size)
     return RunArtifacts(etdump_path, debug_path, outputs_path, metrics=metrics)

@@ -150,10 +150,12 @@ def _mean_square_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> 
     total, count = 0.0, 0
     for x, y in _slices(a, b):
         d = x - y
-        if not bool(torch.isfinite(d).all()):
+        square = float(torch.dot(d, d))
+        if not math.isfinite(square):  # an inf/NaN in d (a finite sum never hides one)
             same = (x == y) | (torch.isnan(x) & torch.isnan(y))
             d = torch.where(same, torch.zeros_like(d), d)
-        total += float(torch.dot(d, d))
+            square = float(torch.dot(d, d))
+        total += square
         count += d.numel()
     return total / count if count else 0.0
 
@@ -163,14 +165,15 @@ def _spread(values: Sequence[torch.Tensor]) -> tuple[float, float]:
     parallel variance: Chan et al.), 0.0 for fewer than two."""
     count, mean, m2, top = 0, 0.0, 0.0, 0.0
     for (x,) in _slices(values):
-        mask = torch.isfinite(x)
-        finite = x if bool(mask.all()) else x[mask]
+        # A finite sum means every value is finite: one reduction instead of a mask per slice.
+        finite = x if math.isfinite(float(x.sum())) else x[torch.isfinite(x)]
         n = finite.numel()
         if not n:
             continue
-        top = max(top, float(finite.abs().max()))
-        chunk_mean = float(finite.mean())
-        chunk_m2 = float(((finite - chunk_mean) ** 2).sum())
+        low, high = torch.aminmax(finite)
+        top = max(top, -float(low), float(high))
+        variance, chunk = torch.var_mean(finite, correction=0)
+        chunk_mean, chunk_m2 = float(chunk), float(variance) * n
         delta, total = chunk_mean - mean, count + n
         mean += delta * n / total
         m2 += chunk_m2 + delta * delta * count * n / total

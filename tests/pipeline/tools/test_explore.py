@@ -164,13 +164,15 @@ def _locate(browser: HeadlessChromium, query: str, label: str) -> None:
         "i => i.placeholder.startsWith('Search nodes')); box.focus();"
         f"box.value = {query!r}; box.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"
     )
-    time.sleep(1.5)
-    found = browser.evaluate(
-        "(() => { const hits = [...document.querySelectorAll('.search-results-container *')]"
-        f".filter(e => e.children.length === 0 && e.textContent.trim() === {label!r});"
-        "if (hits.length) { hits[0].click(); } return hits.length; })()"
-    )
-    assert found, f"Model Explorer's search found no {label!r} for {query!r}"
+    found, deadline = 0, time.monotonic() + 30.0  # results come later on a loaded machine
+    while not found and time.monotonic() < deadline:
+        time.sleep(0.5)
+        found = browser.evaluate(
+            "(() => { const hits = [...document.querySelectorAll('.search-results-container *')]"
+            f".filter(e => e.children.length === 0 && e.textContent.trim() === {label!r});"
+            "if (hits.length) { hits[0].click(); } return hits.length; })()"
+        )
+    assert found, f"Model Explorer's search found no {label!r} for {query!r} within 30 s"
 
 
 def test_model_explorer_shows_the_model_with_its_overlays(

@@ -46,8 +46,7 @@ from stages.formats.shared_weights import (
     SharedWeightsError,
     WeightFile,
     restore,
-    share,
-    share_whole_members,
+    share_program,
     weight_file_beside,
 )
 
@@ -146,14 +145,9 @@ class Program:
         named = {member_name(k): e.data for k, e in self.named_data.items()}
         manifest = None
         if weights is not None:
-            payload, manifest = share(payload, weights)
+            payload, manifest = share_program(payload, named, weights)
         members: dict[str, bytes | memoryview] = dict(payload)
-        if weights is not None and manifest is not None:
-            referenced = share_whole_members(named, weights)
-            manifest["members"].update(referenced)
-            named = {k: v for k, v in named.items() if k not in referenced}
-            members.update({k: b"" for k in referenced})
-        members.update({k: byte_view(v) for k, v in named.items()})
+        members.update({k: byte_view(v) for k, v in named.items() if k not in members})
         text = json.dumps(document)
         with atomic_path(path) as tmp, DigestingFile(tmp) as file:
             with ReproducibleZipFile(file, "w", compression=zipfile.ZIP_STORED) as archive:

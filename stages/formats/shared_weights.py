@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from stages.formats.bounded_zip import BoundedZip, ZipLimitError
+from stages.formats.named_data import byte_view
 from stages.formats.payload_search import find_payloads
 
 EXTERNAL_MEMBER = "external_weights.json"
@@ -131,32 +132,80 @@ def share(
     return out, manifest
 
 
-def share_whole_members(
-    named: Mapping[str, torch.Tensor], weights: WeightFile
-) -> dict[str, list[list[Any]]]:
-    """Manifest entries (`[["W", member]]`, nothing stored) for the named data (flat uint8
-    tensors) equal to a whole weight member; each weight member is read at most once."""
-    by_size: dict[int, list[str]] = {}
-    for name, data in named.items():
-        if data.numel() >= MIN_SHARED_BYTES:
-            by_size.setdefault(int(data.numel()), []).append(name)
-    referenced: dict[str, list[list[Any]]] = {}
+def _sample(data: bytes | memoryview) -> tuple[int, bytes, bytes, bytes]:
+    """Size and three 64-byte samples (start, middle, end): equal bytes have equal samples."""
+    size, mid = len(data), len(data) // 2
+    return size, bytes(data[:64]), bytes(data[mid : mid + 64]), bytes(data[-64:])
+
+
+class _NamedMatcher:
+    """Named data (flat uint8 tensors) waiting for a weight member of equal bytes, checked as
+    members are read (samples first, so a member is compared in full only with likely equals)."""
+
+    def __init__(self, named: Mapping[str, torch.Tensor]) -> None:
+        self.named = named
+        self.waiting: dict[tuple[int, bytes, bytes, bytes], list[str]] = {}
+        for name, data in named.items():
+            if data.numel() >= MIN_SHARED_BYTES:
+                self.waiting.setdefault(_sample(byte_view(data)), []).append(name)
+        self.sizes = {key[0] for key in self.waiting}
+        self.seen: set[str] = set()
+        self.referenced: dict[str, list[list[Any]]] = {}
+
+    def offer(self, member: str, payload: bytes) -> None:
+        if member in self.seen:
+            return
+        self.seen.add(member)
+        names = self.waiting.get(_sample(payload)) if len(payload) in self.sizes else None
+        if not names:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": only read
+            tensor = torch.frombuffer(payload, dtype=torch.uint8)
+        for name in [n for n in names if torch.equal(self.named[n], tensor)]:
+            self.referenced[name] = [["W", member]]
+            names.remove(name)
+
+
+class _Tapped(Mapping[str, bytes]):
+    """Weight members that show each one read to the named-data matcher (read once for both)."""
+
+    def __init__(self, members: Mapping[str, bytes], matcher: _NamedMatcher) -> None:
+        self._members = members
+        self._matcher = matcher
+
+    def __getitem__(self, name: str) -> bytes:
+        data = self._members[name]
+        self._matcher.offer(name, data)
+        return data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._members)
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._members
+
+
+def share_program(
+    members: dict[str, bytes], named: Mapping[str, torch.Tensor], weights: WeightFile
+) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """`share` of the members, plus references (`[["W", member]]`, nothing stored) for the named
+    data (flat uint8 tensors, by member name) equal to a whole weight member. Each weight member
+    is read at most once for both."""
+    matcher = _NamedMatcher(named)
+    tapped = WeightFile(
+        weights.name, weights.sha256, _Tapped(weights.members, matcher), weights.sizes
+    )
+    out, manifest = share(members, tapped)
     for member in weights.members:
-        waiting = [n for n in by_size.get(weights.size_of(member), []) if n not in referenced]
-        if not waiting:
-            continue
-        payload = _as_bytes_tensor(weights.members[member])
-        for name in waiting:
-            if torch.equal(named[name], payload):
-                referenced[name] = [["W", member]]
-    return referenced
-
-
-def _as_bytes_tensor(data: bytes) -> torch.Tensor:
-    """Immutable bytes as a uint8 tensor viewing them (only compared, never written)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable"
-        return torch.frombuffer(data, dtype=torch.uint8)
+        if member not in matcher.seen and weights.size_of(member) in matcher.sizes:
+            matcher.offer(member, weights.members[member])
+    manifest["members"].update(matcher.referenced)
+    out.update({name: b"" for name in matcher.referenced})
+    return out, manifest
 
 
 def weight_file_beside(program: Path, manifest: dict[str, Any]) -> Path:

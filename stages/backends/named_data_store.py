@@ -76,12 +76,26 @@ class NamedDataStore:
         return NamedDataStoreOutput(dict(self._entries))
 
 
-def merged_named_data(outputs: Iterable[NamedDataStoreOutput | None]) -> dict[str, NamedData]:
-    """The program-wide named data of several partitions, deduplicated by key."""
+def merged_named_data(
+    outputs: Iterable[tuple[int, NamedDataStoreOutput | None]],
+) -> dict[str, NamedData]:
+    """The program-wide named data of (partition id, output) pairs, deduplicated by key; a key
+    holding other bytes than in an earlier partition, or an output of another type, is a
+    BackendError naming the partition."""
     store = NamedDataStore()
-    for output in outputs:
-        if output is not None:
+    for partition_id, output in outputs:
+        if output is None:
+            continue
+        if not isinstance(output, NamedDataStoreOutput):
+            raise BackendError(
+                f"partition {partition_id}: PreprocessResult.data_store_output is a "
+                f"{type(output).__name__}; return `store.get_named_data_store_output()` of a "
+                "NamedDataStore (or None)"
+            )
+        try:
             store.merge(output)
+        except (BackendError, NamedDataError) as exc:
+            raise BackendError(f"partition {partition_id}: {exc}") from exc
     return dict(store.get_named_data_store_output().named_data)
 
 

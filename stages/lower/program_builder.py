@@ -187,5 +187,5 @@ def build_program(
         constant_tensors={name: constants[name] for name in builder.used_constants},
         delegate_blobs={f"delegates/{pid}.bin": r.processed_bytes for pid, r in results.items()},
         metadata=metadata,
-        named_data=merged_named_data(r.data_store_output for r in results.values()),
+        named_data=merged_named_data((pid, r.data_store_output) for pid, r in results.items()),
     )

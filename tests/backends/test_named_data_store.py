@@ -57,14 +57,20 @@ def test_partitions_merge_by_key_and_a_conflict_across_them_is_refused() -> None
     first.add_named_data("shared", shared)
     second.add_named_data("shared", shared.clone())
     second.add_named_data("own", torch.ones(2))
-    outputs = [first.get_named_data_store_output(), None, second.get_named_data_store_output()]
+    outputs = [
+        (0, first.get_named_data_store_output()),
+        (1, None),
+        (2, second.get_named_data_store_output()),
+    ]
     merged = merged_named_data(outputs)
     assert sorted(merged) == ["own", "shared"]
     assert merged["shared"].data.data_ptr() == shared.data_ptr()  # the first one kept
     clash = NamedDataStore()
     clash.add_named_data("own", torch.zeros(2))
-    with pytest.raises(BackendError, match="'own' was added twice"):
-        merged_named_data([*outputs, clash.get_named_data_store_output()])
+    with pytest.raises(BackendError, match="partition 3: named data key 'own' was added twice"):
+        merged_named_data([*outputs, (3, clash.get_named_data_store_output())])
+    with pytest.raises(BackendError, match=r"partition 4: .*data_store_output is a dict"):
+        merged_named_data([(4, {"k": b"x"})])  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize(
@@ -102,4 +108,4 @@ def test_the_map_refuses_a_missing_key_and_a_size_that_does_not_fit() -> None:
 def test_a_backend_without_named_data_keeps_working() -> None:
     result = PreprocessResult(b"bytes", {})
     assert result.data_store_output is None
-    assert merged_named_data([result.data_store_output, NamedDataStoreOutput()]) == {}
+    assert merged_named_data([(0, result.data_store_output), (1, NamedDataStoreOutput())]) == {}

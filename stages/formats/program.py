@@ -3,9 +3,9 @@
 A zip: `program.json` (version marker, instruction list), `constants.pt` (weights-only tensors
 used by operator calls), `delegates/<partition>.bin` (each delegate's processed bytes), and the
 named data delegates refer to by key (`named_data/<key>`, listed in `named_data.json`; see
-stages.formats.named_data). Operator
-calls name ATen ops; delegate calls name a backend and carry its processed bytes. Loading needs
-none of the export stage's Python objects and never unpickles anything but tensors.
+stages.formats.named_data). Operator calls name ATen ops; delegate calls name a backend and carry
+its processed bytes. Loading needs none of the export stage's Python objects and never unpickles
+anything but tensors.
 
 Weights are stored once: with `weights=` the writer replaces byte ranges that repeat a member of
 the exported program beside it, and named data equal to a whole member, by references

@@ -147,6 +147,8 @@ def _slices(*sequences: Sequence[torch.Tensor]) -> Iterator[tuple[torch.Tensor, 
 
 def _mean_square_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
     """Mean (a − b)² where the same ±inf/NaN on both sides counts as equal."""
+    if _identical(a, b):
+        return 0.0
     total, count = 0.0, 0
     for x, y in _slices(a, b):
         d = x - y
@@ -158,6 +160,15 @@ def _mean_square_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> 
         total += square
         count += d.numel()
     return total / count if count else 0.0
+
+
+def _identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
+    """Same dtypes, shapes and bits on both sides (a NaN makes it False): no error to measure,
+    found without float64 copies (exact runs, as fp32 delegates often are, are the common case)."""
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 def _spread(values: Sequence[torch.Tensor]) -> tuple[float, float]:
@@ -221,7 +232,8 @@ def error_budget(
 
 def variation_snr(runtime: Sequence[torch.Tensor], reference: Sequence[torch.Tensor]) -> float:
     """Error against the reference's variation in dB (its max |value| when it is constant)."""
+    noise = _mean_square_error(runtime, reference)
+    if noise == 0.0:
+        return math.inf  # whatever the variation
     scale, variation = _spread(reference)
-    return _db(
-        variation if variation > 0 else scale * scale, _mean_square_error(runtime, reference)
-    )
+    return _db(variation if variation > 0 else scale * scale, noise)

@@ -14,10 +14,16 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from stages.formats.atomic_write import atomic_path, declare_digest
+from stages.formats.etdump.debug_buffer_handover import (
+    WrittenBuffer,
+    keep_written,
+    take_written,
+)
 from stages.formats.etdump.records import ETDumpError, ScalarType, TensorRecord
 
 ALIGNMENT = 64
@@ -67,7 +73,8 @@ class DebugBufferWriter:
     """Appends tensors; `records` describe them by dtype, sizes, strides and offset."""
 
     def __init__(self) -> None:
-        self._chunks: list[bytes] = []
+        self._data = bytearray()
+        self._handed_over = False  # the payload belongs to the analysis once written
         self._digest = hashlib.sha256()
         self.size = 0
 
@@ -80,24 +87,29 @@ class DebugBufferWriter:
         if pad:
             self._add(b"\0" * pad)
         offset = self.size
-        self._add(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        if t.numel():  # copied once, straight into the payload
+            raw: Any = t.reshape(-1).view(torch.uint8).numpy()  # exports the buffer protocol
+            self._add(memoryview(raw))
         return TensorRecord(int(scalar), tuple(t.shape), tuple(t.stride()), offset)
 
     def extend(self, raw: bytes) -> None:
         """Bytes another runtime wrote (ExecuTorch's debug buffer), kept at their own offsets."""
-        self._add(bytes(raw))
+        self._add(raw)
 
-    def _add(self, chunk: bytes) -> None:
-        self._chunks.append(chunk)
+    def _add(self, chunk: bytes | memoryview) -> None:
+        if self._handed_over:  # appending after a write: the kept payload must not change
+            self._data, self._handed_over = bytearray(self._data), False
         self._digest.update(chunk)
-        self.size += len(chunk)
+        self._data += chunk
+        self.size = len(self._data)
 
     def payload_sha256(self) -> str:
         """sha256 of the tensor bytes so far (the ETDump records it to pair the two files)."""
         return self._digest.hexdigest()
 
     def write(self, path: Path, program_fingerprint: str | None = None) -> int:
-        """Payload + trailer, atomically; returns the file size."""
+        """Payload + trailer, atomically; returns the file size. The analysis of this process
+        takes the payload from memory (`debug_buffer_handover`)."""
         program = bytes.fromhex(program_fingerprint) if program_fingerprint else _NO_PROGRAM
         if len(program) != 32:
             raise DebugBufferError(f"program fingerprint {program_fingerprint!r} is not a sha256")
@@ -106,10 +118,16 @@ class DebugBufferWriter:
         whole.update(trailer)
         with atomic_path(path) as tmp:
             with tmp.open("wb") as fh:
-                for chunk in self._chunks:
-                    fh.write(chunk)
+                fh.write(self._data)
                 fh.write(trailer)
             declare_digest(tmp, whole.hexdigest())  # not read back to be hashed
+        self._handed_over = True
+        keep_written(
+            Path(path),
+            WrittenBuffer(
+                self._data, None if program == _NO_PROGRAM else program.hex(), self.payload_sha256()
+            ),
+        )
         return self.size + TRAILER_SIZE
 
 
@@ -134,7 +152,14 @@ def parse_debug_buffer(data: bytes | bytearray, where: str = "debug buffer") -> 
 
 
 def read_debug_buffer(path: Path) -> DebugBuffer:
-    """Read and verify a debug buffer file; DebugBufferError names the file and the problem."""
+    """Read and verify a debug buffer file; DebugBufferError names the file and the problem.
+
+    The one this process has just written, unchanged, comes from memory (verified when kept)."""
+    written = take_written(Path(path))
+    if written is not None:
+        return DebugBuffer(
+            memoryview(written.payload), written.program_fingerprint, written.payload_sha256
+        )
     try:
         data = _read_writable(Path(path))
     except OSError as exc:

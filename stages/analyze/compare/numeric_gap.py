@@ -372,6 +372,33 @@ def _note_unobserved(group: GapGroup, subst: Collection[torch.fx.Node]) -> None:
         group.unobserved_inputs.sort(key=lambda name: graph_order.get(name, 0))
 
 
+def _same_value(runtime: Any, reference: Any) -> bool:
+    """The very object, or tensors of one dtype and shape with the same bits (NaN: never)."""
+    if runtime is reference:
+        return True
+    return (
+        isinstance(runtime, torch.Tensor)
+        and isinstance(reference, torch.Tensor)
+        and runtime.dtype == reference.dtype
+        and runtime.shape == reference.shape
+        and torch.equal(runtime, reference)
+    )
+
+
+def _reference_inputs(
+    group: GapGroup,
+    members: set[torch.fx.Node],
+    outside: Callable[[torch.fx.Node], Any],
+    env: dict[torch.fx.Node, Any],
+) -> bool:
+    """Every value the group reads from outside is the reference's, and the reference still
+    holds every member's value."""
+    if any(node not in env for node in group.nodes):
+        return False
+    inputs = {a for n in group.nodes for a in n.all_input_nodes if a not in members}
+    return all(node in env and _same_value(outside(node), env[node]) for node in inputs)
+
+
 def _rerun(
     group: GapGroup,
     env: dict[torch.fx.Node, Any],
@@ -404,8 +431,14 @@ def _rerun(
             return emulation.stored(n, value, weights) if emulation is not None else value
         return env[n]
 
+    if emulation is None and fixed is None and _reference_inputs(group, members, outside, env):
+        # The runtime fed the group exactly the reference's inputs: its ops would give the
+        # reference's values again (and a random op its own draw), so they are not re-run.
+        local = {node: env[node] for node in group.nodes}
     with torch.no_grad():
         for node in group.nodes:
+            if node in local:
+                continue
             if fixed is not None and node in fixed:
                 local[node] = fixed[node]
                 continue

@@ -84,7 +84,13 @@ def main() -> None:
     run_dir = work / "run100"
     run_dir.mkdir()
     run_run(
-        RuntimeConfig(iterations=100, warmup=1, debug_level="none", track_allocations=False),
+        RuntimeConfig(
+            iterations=100,
+            max_time_s=None,  # all 100, however long they take
+            warmup=1,
+            debug_level="none",
+            track_allocations=False,
+        ),
         lowered.program,
         exported.inputs,
         run_dir,

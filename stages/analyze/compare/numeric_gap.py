@@ -431,7 +431,8 @@ def _rerun(
             return emulation.stored(n, value, weights) if emulation is not None else value
         return env[n]
 
-    if emulation is None and fixed is None and _reference_inputs(group, members, outside, env):
+    stood_in = fixed is not None and any(node in fixed for node in group.nodes)
+    if emulation is None and not stood_in and _reference_inputs(group, members, outside, env):
         # The runtime fed the group exactly the reference's inputs: its ops would give the
         # reference's values again (and a random op its own draw), so they are not re-run.
         local = {node: env[node] for node in group.nodes}

@@ -35,7 +35,7 @@ def _run(op: _Counted, runtime_input: torch.Tensor, reference_input: torch.Tenso
     _, x, y = _graph(op)
     env = {x: reference_input, y: reference_input * 2.0 + 1.0}
     group = GapGroup(handles=(1,), anchor=y, nodes=[y])
-    local, _ = _rerun(group, env, {x: runtime_input})
+    local, _ = _rerun(group, env, {x: runtime_input}, fixed={})  # as the graph walk calls it
     return local, env[y]
 
 

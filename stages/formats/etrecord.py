@@ -11,6 +11,7 @@ reference program whose hash is verified when it is referred to. ExecuTorch's ow
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
@@ -39,6 +40,7 @@ from stages.formats.exported_program import (
     holds_exported_program,
     load_exported_program,
 )
+from stages.formats.file_digests import known_sha256
 from stages.formats.handle_info import HandleInfo, collect_handle_info
 from stages.formats.reproducible_zip import ReproducibleZipFile
 from stages.formats.safe_load import (
@@ -172,6 +174,7 @@ class ETRecord:
                 )
             if self.lowering_info:
                 archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
+        _keep_saved(path, self)
 
     @classmethod
     def load(cls, path: Path, method: str | None = None, program: Path | None = None) -> ETRecord:
@@ -180,6 +183,9 @@ class ETRecord:
         An ETRecord that refers to its program reads `program`, else the file it names beside it.
         """
         path = Path(path)
+        saved = _take_saved(path, method, program)
+        if saved is not None:
+            return saved
         try:
             archive = BoundedZip(path, str(path))
         except FileNotFoundError as exc:
@@ -301,6 +307,41 @@ def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRec
     record.program_file = None
     record.save(out)
     return record
+
+
+# The ETRecord this process saved last, by the sha256 of its file: the analysis of the same
+# invocation gets a copy instead of reading and parsing the file the lower stage just wrote.
+_SAVED: dict[str, ETRecord] = {}
+
+
+def _keep_saved(path: Path, record: ETRecord) -> None:
+    """A copy of what was just saved at `path` (replacing any kept before)."""
+    _SAVED.clear()
+    digest = known_sha256(path)
+    if digest is not None:
+        _SAVED[digest] = copy.deepcopy(record)
+
+
+def _take_saved(path: Path, method: str | None, program: Path | None) -> ETRecord | None:
+    """A copy of the record kept for this exact, unchanged file, when it is what `load` would
+    read: method 'forward', and the program it refers to (if any) the one it names."""
+    digest = known_sha256(path)
+    saved = _SAVED.get(digest) if digest is not None else None
+    if saved is None or method not in (None, "forward"):
+        return None
+    if saved.program_file is not None:
+        expected = Path(program) if program is not None else path.parent / saved.program_file
+        source = saved.program_source
+        if source is None or expected.resolve() != Path(source).resolve():
+            return None
+        pinned = saved.program_sha256
+        if pinned is None or known_sha256(expected) != pinned:  # gone, changed, never hashed
+            return None
+        if saved.reference_program_bytes is None and not holds_exported_program(pinned):
+            return None  # `load` reads and checks a program this process does not hold
+    elif program is not None:
+        return None
+    return copy.deepcopy(saved)
 
 
 def _reference_program(

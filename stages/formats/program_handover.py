@@ -62,6 +62,12 @@ def keep_saved(
         )
 
 
+def holds_saved(path: Path) -> bool:
+    """Whether a program is kept for this exact, unchanged file (it is one this tool wrote)."""
+    digest = known_sha256(path)
+    return digest is not None and digest in _saved
+
+
 def take_saved(path: Path) -> SavedProgram | None:
     """The program kept for this exact file, once; None when there is none or it no longer fits."""
     digest = known_sha256(path)

@@ -1,5 +1,10 @@
 """Sample files two stages share (inputs.pt, reference_outputs.pt, run_outputs.pt): a torch.save'd
-list of tensor tuples, one tuple per sample, read back weights-only."""
+list of tensor tuples, one tuple per sample, read back weights-only.
+
+The later stages of the process that wrote a file take its samples from memory instead of
+reading it back: found by the sha256 declared for the file (`file_digests`: only that exact,
+unchanged file), and only while no tensor was written to since; they get copies.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +12,49 @@ from pathlib import Path
 
 import torch
 
-from stages.formats.atomic_write import atomic_path
+from stages.formats.atomic_write import atomic_path, declare_digest
+from stages.formats.file_digests import known_sha256
+from stages.formats.hashing_writer import HashingWriter
 from stages.formats.safe_load import load_tensors
+from stages.formats.tensor_versions import tensor_versions
 
 Samples = list[tuple[torch.Tensor, ...]]
 
+# What this process wrote, by the sha256 of the file: the samples and their tensors' versions.
+# A few files (inputs, reference and run outputs), each a few tensors per sample.
+_WRITTEN: dict[str, tuple[Samples, tuple[int, ...]]] = {}
+_KEPT = 4
+
 
 def save_samples(samples: Samples, path: Path) -> None:
-    """torch.save a list of tuples atomically."""
-    with atomic_path(path) as tmp:
-        torch.save([tuple(s) for s in samples], tmp)
+    """torch.save a list of tuples atomically (hashed as written, not read back)."""
+    kept = [tuple(s) for s in samples]
+    with atomic_path(path) as tmp, tmp.open("wb") as file:
+        writer = HashingWriter(file)
+        torch.save(kept, writer)  # type: ignore[arg-type]  # an io.RawIOBase
+        writer.flush()
+        digest = writer.sha256()
+        declare_digest(tmp, digest)
+    tensors = [t for sample in kept for t in sample]
+    versions = (
+        tensor_versions(tensors) if all(isinstance(t, torch.Tensor) for t in tensors) else None
+    )
+    if versions is not None:
+        _WRITTEN.pop(digest, None)
+        _WRITTEN[digest] = (kept, versions)
+        while len(_WRITTEN) > _KEPT:
+            del _WRITTEN[next(iter(_WRITTEN))]
 
 
 def load_samples(path: Path) -> Samples:
-    """Read inputs.pt / reference_outputs.pt (weights-only)."""
+    """Read inputs.pt / reference_outputs.pt (weights-only); a file this process wrote, still
+    as written, comes from memory (copies of the tensors written)."""
+    digest = known_sha256(Path(path))
+    written = _WRITTEN.get(digest) if digest is not None else None
+    if written is not None:
+        samples, versions = written
+        if tensor_versions([t for sample in samples for t in sample]) == versions:
+            return [tuple(t.detach().clone() for t in sample) for sample in samples]
     return [tuple(s) for s in load_tensors(path.read_bytes(), str(path))]
 
 

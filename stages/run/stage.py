@@ -22,6 +22,7 @@ from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVEN
 from stages.formats.executorch_program import is_executorch_program
 from stages.formats.file_digests import file_sha256
 from stages.formats.program import load_program
+from stages.formats.program_handover import holds_saved
 from stages.formats.samples import load_samples, save_samples
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.progress_display import ProgressDisplay
@@ -167,9 +168,10 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     except IterationBudgetError as exc:
         raise RuntimeConfigError(str(exc)) from exc
     samples = load_samples(inputs)
-    with program.open("rb") as fh:
-        if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
-            return _run_executorch(runtime, debug_level, program, samples, run_dir)
+    if not holds_saved(program):  # a program the lower stage just wrote is this tool's
+        with program.open("rb") as fh:
+            if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
+                return _run_executorch(runtime, debug_level, program, samples, run_dir)
     tracer = EventTracer(
         debug_level=EventTracerDebugLogLevel.NO_LOGGING,
         profiling_level=profiling,

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from stages.export.debug_handle_pass import assign_debug_handles
+from stages.formats import etrecord as etrecord_module
+from stages.formats.atomic_write import write_bytes_atomic
 from stages.formats.etrecord import ETRecord, ETRecordError, generate_etrecord
 
 
@@ -121,3 +123,30 @@ def test_by_reference_round_trip_keeps_the_reference(etrecord_path: Path, tmp_pa
         ETRecord.load(run_dir / "etrecord.zip")
     explicit = ETRecord.load(run_dir / "etrecord.zip", program=run_dir / "renamed.pt2")
     assert explicit.handles == record.handles
+
+
+def test_the_etrecord_just_saved_is_taken_from_memory_while_it_and_its_program_are_unchanged(
+    etrecord_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The analysis of the process that saved an ETRecord gets a copy of it instead of reading
+    the file; a changed file, or a program file gone, is read (and refused) as from disk."""
+    record = ETRecord.load(etrecord_path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    program = run_dir / "exported.pt2"
+    write_bytes_atomic(program, record.program_bytes())  # hashed as written, like export's
+    record.program_file, record.program_source = "exported.pt2", program
+    record.save(run_dir / "etrecord.zip")
+    with monkeypatch.context() as patch:
+        patch.setattr(etrecord_module, "BoundedZip", _refuse_reading)
+        taken = ETRecord.load(run_dir / "etrecord.zip")
+        taken.handles.clear()  # a copy: the next reader still gets the handles
+        assert ETRecord.load(run_dir / "etrecord.zip").handles == record.handles
+    assert taken.program_fingerprint == record.program_fingerprint
+    program.rename(run_dir / "renamed.pt2")
+    with pytest.raises(ETRecordError, match="does not exist"):
+        ETRecord.load(run_dir / "etrecord.zip")
+
+
+def _refuse_reading(path: Path, where: str) -> None:
+    raise AssertionError(f"{where} was read from disk")

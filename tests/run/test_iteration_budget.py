@@ -51,41 +51,27 @@ def test_bad_values_name_the_option(
         IterationBudget(iterations, minimum, max_time)
 
 
+@pytest.mark.parametrize(
+    ("budget", "timed"),
+    [
+        # Any execution outlasts 1 ns, so the budget is spent after the minimum of 2.
+        (("runtime.iterations=6", "runtime.min_iterations=2", "runtime.max_time_s=1e-9"), 2),
+        # No time budget: every iteration runs.
+        (("runtime.iterations=4", "runtime.min_iterations=1", "runtime.max_time_s=null"), 4),
+    ],
+    ids=["time-spent", "no-budget"],
+)
 def test_the_run_stage_writes_one_timed_block_per_execution_it_made(
-    tiny_cfg: Callable[..., DictConfig],
+    tiny_cfg: Callable[..., DictConfig], budget: tuple[str, ...], timed: int
 ) -> None:
-    # Any execution outlasts 1 ns, so the budget is spent after the minimum of 2.
-    cfg = tiny_cfg(
-        "mlp",
-        "stages=[export,lower,run]",
-        "runtime.iterations=6",
-        "runtime.min_iterations=2",
-        "runtime.max_time_s=1e-9",
-        "tracking=none",
-    )
+    cfg = tiny_cfg("mlp", "stages=[export,lower,run]", "tracking=none", *budget)
     result = run_pipeline(cfg, print_summary=False)
     dump = read_etdump(result.run_dir / "etdump.etdp")
-    assert [b.name for b in dump.run_data].count(TIMED_BLOCK) == 2
-    assert result.artifacts("run").metrics["iterations"] == 2.0
+    assert [b.name for b in dump.run_data].count(TIMED_BLOCK) == timed
+    assert result.artifacts("run").metrics["iterations"] == float(timed)
     # The capture executions come first: they are the warm-up.
     names = [b.name for b in dump.run_data if b.name in (TIMED_BLOCK, CAPTURE_BLOCK)]
     assert names[0] == CAPTURE_BLOCK and names[-1] == TIMED_BLOCK
-
-
-def test_without_a_time_budget_every_iteration_runs(
-    tiny_cfg: Callable[..., DictConfig],
-) -> None:
-    cfg = tiny_cfg(
-        "mlp",
-        "stages=[export,lower,run]",
-        "runtime.iterations=4",
-        "runtime.min_iterations=1",
-        "runtime.max_time_s=null",
-        "tracking=none",
-    )
-    result = run_pipeline(cfg, print_summary=False)
-    dump = read_etdump(result.run_dir / "etdump.etdp")
-    assert [b.name for b in dump.run_data].count(TIMED_BLOCK) == 4
 
 
 def test_a_bad_budget_is_refused_before_anything_runs(

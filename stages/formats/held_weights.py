@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import torch
 
@@ -115,7 +115,7 @@ def _member_bytes(
     raise _NotServable(f"no held tensor is exactly member {member} ({size} bytes)")
 
 
-def _whole_storage(tensor: Any, size: int) -> bool:
+def _whole_storage(tensor: Any, size: int) -> TypeGuard[torch.Tensor]:
     """A plain dense CPU tensor, contiguous from its storage's start to its end, of `size` bytes."""
     return (
         type(tensor) in (torch.Tensor, torch.nn.Parameter)

@@ -120,7 +120,9 @@ def test_a_file_changed_after_export_is_read(
     changed = exported_program_format.load_exported_program(exported.exported_program)
     for name, tensor in list(changed.state_dict.items()):  # new tensors: the held ones unchanged
         if tensor.is_floating_point():
-            changed.state_dict[name] = torch.nn.Parameter(tensor.detach() + 1.0, tensor.requires_grad)
+            changed.state_dict[name] = torch.nn.Parameter(
+                tensor.detach() + 1.0, tensor.requires_grad
+            )
     digest, _ = save_exported_program(changed, exported.exported_program)
     assert digest != old_digest and exported_program_format.holds_exported_program(old_digest)
 

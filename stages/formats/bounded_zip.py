@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,10 @@ class BoundedZip:
                         f"{info.file_size} bytes; refusing it"
                     )
         return bytes(out)
+
+    def file_status(self) -> os.stat_result | None:
+        """os.fstat of the open file (None when opened from bytes): which file was opened."""
+        return None if isinstance(self._file, io.BytesIO) else os.fstat(self._file.fileno())
 
     def close(self) -> None:
         self._zip.close()

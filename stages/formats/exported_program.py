@@ -131,6 +131,15 @@ def held_exported_program(sha256: str) -> ExportedProgram | None:
     return _held(sha256)
 
 
+def held_exported_tensors(sha256: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The state dict and constants of the program held under this sha256 (the held objects
+    themselves: read them, never write), or None when none is held or its tensors were written."""
+    kept = _LOADED.get(sha256)
+    if kept is None or _versions(kept.program) != kept.versions:
+        return None
+    return dict(kept.program.state_dict), dict(kept.program.constants)
+
+
 def _held(key: str) -> ExportedProgram | None:
     """A copy of the program kept under `key`, unless none is or its tensors were written to."""
     kept = _LOADED.get(key)

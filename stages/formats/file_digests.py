@@ -67,6 +67,11 @@ def known_sha256(path: Path) -> str | None:
         return None
 
 
+def known_sha256_of(status: os.stat_result) -> str | None:
+    """The kept digest of the file with this status (of an open file: no race with renames)."""
+    return _known(file_key(status))
+
+
 def file_sha256(path: Path) -> str:
     """Hex sha256 of a file's bytes; each file version is read once per process."""
     with open(path, "rb") as fh:

@@ -78,7 +78,8 @@ class _SampledBlocks:
         budget = _CANDIDATES_PER_OCCURRENCE * (self.ends[-1] // len(payload)) + _CANDIDATE_SLACK
         found: list[tuple[int, int]] = []
         for offset in range(min(self.stride, len(payload) - BLOCK + 1)):
-            seen = self.by_hash.get(hash(payload[offset : offset + BLOCK]))
+            # bytes(): a payload may be a read-only view of a held tensor (not hashable itself)
+            seen = self.by_hash.get(hash(bytes(payload[offset : offset + BLOCK])))
             if seen is None:
                 continue
             if isinstance(seen, int):

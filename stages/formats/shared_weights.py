@@ -282,16 +282,19 @@ def _restore_from(
     return out
 
 
+def shared_payload_names(archive: BoundedZip) -> list[str]:
+    """The payload members a program may reference (>= MIN_SHARED_BYTES), in archive order."""
+    return [
+        m for m in archive.names() if _is_payload(m) and archive.member_size(m) >= MIN_SHARED_BYTES
+    ]
+
+
 class _MembersOnDisk(Mapping[str, bytes]):
     """Payload members of an open archive, each read when asked for (the last one kept)."""
 
     def __init__(self, archive: BoundedZip) -> None:
         self._archive = archive
-        self._names = [
-            m
-            for m in archive.names()
-            if _is_payload(m) and archive.member_size(m) >= MIN_SHARED_BYTES
-        ]
+        self._names = shared_payload_names(archive)
         self._known = set(self._names)
         self.sizes = {m: archive.member_size(m) for m in self._names}
         self._last: tuple[str, bytes] | None = None

@@ -36,6 +36,7 @@ from stages.formats.exported_program import holds_exported_program, load_exporte
 from stages.formats.fault_injection import FAULT_KINDS, fault_hits
 from stages.formats.file_digests import known_sha256, read_with_sha256
 from stages.formats.graph_handles import iter_operator_nodes
+from stages.formats.held_weights import held_weight_file
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -285,6 +286,9 @@ def _save_program(
     if exported.data is not None:
         shared = weight_file(exported.data, beside.name, str(beside), exported.sha256)
         return _SavedProgram(lowered, program_path, lowered.save(program_path, shared))
+    held = held_weight_file(beside, exported.sha256)  # the held tensors are those bytes
+    if held is not None:
+        return _SavedProgram(lowered, program_path, lowered.save(program_path, held))
     with weight_file_read_lazily(beside, exported.sha256) as lazily:  # one member at a time
         return _SavedProgram(lowered, program_path, lowered.save(program_path, lazily))
 

@@ -52,6 +52,7 @@ from stages.formats.safe_load import (
 )
 from stages.formats.samples import Samples
 from stages.formats.tensor_file import repack_stored
+from stages.formats.written_files import WrittenFiles
 
 __all__ = [
     "DelegateMapRecord",
@@ -311,22 +312,18 @@ def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRec
 
 # The ETRecord this process saved last, by the sha256 of its file: the analysis of the same
 # invocation gets a copy instead of reading and parsing the file the lower stage just wrote.
-_SAVED: dict[str, ETRecord] = {}
+_SAVED: WrittenFiles[ETRecord] = WrittenFiles()
 
 
 def _keep_saved(path: Path, record: ETRecord) -> None:
     """A copy of what was just saved at `path` (replacing any kept before)."""
-    _SAVED.clear()
-    digest = known_sha256(path)
-    if digest is not None:
-        _SAVED[digest] = copy.deepcopy(record)
+    _SAVED.keep(path, copy.deepcopy(record))
 
 
 def _take_saved(path: Path, method: str | None, program: Path | None) -> ETRecord | None:
     """A copy of the record kept for this exact, unchanged file, when it is what `load` would
     read: method 'forward', and the program it refers to (if any) the one it names."""
-    digest = known_sha256(path)
-    saved = _SAVED.get(digest) if digest is not None else None
+    saved = _SAVED.get(path)
     if saved is None or method not in (None, "forward"):
         return None
     if saved.program_file is not None:

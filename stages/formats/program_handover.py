@@ -2,8 +2,8 @@
 the same invocation: it takes the program from memory instead of reading `lowered_program.zip`
 and splicing the weights back in from `exported.pt2` (hundreds of MB read again at ViT-B).
 
-The program is found by the sha256 of the file the run stage is given (the one kept when it was
-written, `file_digests`), so only that exact file, unchanged, gets it; its weight file must still
+The program is found by the sha256 of the file the run stage is given (`written_files`: the one
+declared when it was written), so only that exact file, unchanged, gets it; its weight file must still
 be the pinned one, and its tensors must not have been written to since. Anything else is read
 from disk as before. One program is kept, and handed over once.
 """
@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
-from stages.formats.file_digests import file_sha256, known_sha256
+from stages.formats.file_digests import file_sha256
 from stages.formats.named_data import NamedData
 from stages.formats.shared_weights import SharedWeightsError, weight_file_beside
 from stages.formats.tensor_versions import tensor_versions
+from stages.formats.written_files import WrittenFiles
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class SavedProgram:
         return [*self.constant_tensors.values(), *(e.data for e in self.named_data.values())]
 
 
-_saved: dict[str, SavedProgram] = {}
+_saved: WrittenFiles[SavedProgram] = WrittenFiles()
 
 
 def keep_saved(
@@ -52,26 +53,26 @@ def keep_saved(
 ) -> None:
     """Keep what was just written at `path` (replacing any program kept before)."""
     _saved.clear()
-    digest = known_sha256(path)
     named = dict(named_data or {})
     tensors = [*constant_tensors.values(), *(e.data for e in named.values())]
     versions = tensor_versions(tensors)
-    if digest is not None and versions is not None:
-        _saved[digest] = SavedProgram(
-            document, dict(constant_tensors), dict(delegate_blobs), weights, versions, named
+    if versions is not None:
+        _saved.keep(
+            path,
+            SavedProgram(
+                document, dict(constant_tensors), dict(delegate_blobs), weights, versions, named
+            ),
         )
 
 
 def holds_saved(path: Path) -> bool:
     """Whether a program is kept for this exact, unchanged file (it is one this tool wrote)."""
-    digest = known_sha256(path)
-    return digest is not None and digest in _saved
+    return _saved.get(path) is not None
 
 
 def take_saved(path: Path) -> SavedProgram | None:
     """The program kept for this exact file, once; None when there is none or it no longer fits."""
-    digest = known_sha256(path)
-    saved = _saved.pop(digest, None) if digest is not None else None
+    saved = _saved.take(path)
     if saved is None:
         return None
     if tensor_versions(saved.tensors()) != saved.versions:

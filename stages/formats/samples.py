@@ -2,8 +2,8 @@
 list of tensor tuples, one tuple per sample, read back weights-only.
 
 The later stages of the process that wrote a file take its samples from memory instead of
-reading it back: found by the sha256 declared for the file (`file_digests`: only that exact,
-unchanged file), and only while no tensor was written to since; they get copies.
+reading it back (`written_files`: only that exact, unchanged file), and only while no tensor was
+written to since; they get copies.
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ from pathlib import Path
 import torch
 
 from stages.formats.atomic_write import atomic_path, declare_digest
-from stages.formats.file_digests import known_sha256
 from stages.formats.hashing_writer import HashingWriter
 from stages.formats.safe_load import load_tensors
 from stages.formats.tensor_versions import tensor_versions
+from stages.formats.written_files import WrittenFiles
 
 Samples = list[tuple[torch.Tensor, ...]]
 
-# What this process wrote, by the sha256 of the file: the samples and their tensors' versions.
-# A few files (inputs, reference and run outputs), each a few tensors per sample.
-_WRITTEN: dict[str, tuple[Samples, tuple[int, ...]]] = {}
-_KEPT = 4
+# What this process wrote: the samples and their tensors' versions. A few files (inputs,
+# reference and run outputs), each a few tensors per sample.
+_WRITTEN: WrittenFiles[tuple[Samples, tuple[int, ...]]] = WrittenFiles(capacity=4)
 
 
 def save_samples(samples: Samples, path: Path) -> None:
@@ -33,24 +32,19 @@ def save_samples(samples: Samples, path: Path) -> None:
         writer = HashingWriter(file)
         torch.save(kept, writer)  # type: ignore[arg-type]  # an io.RawIOBase
         writer.flush()
-        digest = writer.sha256()
-        declare_digest(tmp, digest)
+        declare_digest(tmp, writer.sha256())
     tensors = [t for sample in kept for t in sample]
     versions = (
         tensor_versions(tensors) if all(isinstance(t, torch.Tensor) for t in tensors) else None
     )
     if versions is not None:
-        _WRITTEN.pop(digest, None)
-        _WRITTEN[digest] = (kept, versions)
-        while len(_WRITTEN) > _KEPT:
-            del _WRITTEN[next(iter(_WRITTEN))]
+        _WRITTEN.keep(path, (kept, versions))
 
 
 def load_samples(path: Path) -> Samples:
     """Read inputs.pt / reference_outputs.pt (weights-only); a file this process wrote, still
     as written, comes from memory (copies of the tensors written)."""
-    digest = known_sha256(Path(path))
-    written = _WRITTEN.get(digest) if digest is not None else None
+    written = _WRITTEN.get(path)
     if written is not None:
         samples, versions = written
         if tensor_versions([t for sample in samples for t in sample]) == versions:

@@ -80,7 +80,8 @@ def test_a_replaced_exported_program_is_refused_as_a_file_load_refuses_it(
 def test_a_constant_written_to_after_saving_is_read_from_the_file(
     lowered: LowerArtifacts, file_reads: list[str]
 ) -> None:
-    (saved,) = program_handover._saved.values()
+    saved = program_handover._saved.get(lowered.program)
+    assert saved is not None
     name, tensor = next(iter(saved.constant_tensors.items()))
     original = tensor.detach().clone()
     with torch.no_grad():

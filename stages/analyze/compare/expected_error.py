@@ -147,7 +147,7 @@ def _slices(*sequences: Sequence[torch.Tensor]) -> Iterator[tuple[torch.Tensor, 
 
 def _mean_square_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
     """Mean (a − b)² where the same ±inf/NaN on both sides counts as equal."""
-    if _identical(a, b):
+    if bit_identical(a, b):
         return 0.0
     total, count = 0.0, 0
     for x, y in _slices(a, b):
@@ -162,7 +162,7 @@ def _mean_square_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> 
     return total / count if count else 0.0
 
 
-def _identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
+def bit_identical(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
     """Same dtypes, shapes and bits on both sides (a NaN makes it False): no error to measure,
     found without float64 copies (exact runs, as fp32 delegates often are, are the common case)."""
     return len(a) == len(b) and all(

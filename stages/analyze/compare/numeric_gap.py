@@ -27,6 +27,7 @@ from stages.analyze.compare.exact_compare import (
 from stages.analyze.compare.expected_error import (
     ACCUMULATED_DB,
     PrecisionEmulation,
+    bit_identical,
     constant_placeholders,
     error_budget,
     variation_snr,
@@ -376,13 +377,8 @@ def _same_value(runtime: Any, reference: Any) -> bool:
     """The very object, or tensors of one dtype and shape with the same bits (NaN: never)."""
     if runtime is reference:
         return True
-    return (
-        isinstance(runtime, torch.Tensor)
-        and isinstance(reference, torch.Tensor)
-        and runtime.dtype == reference.dtype
-        and runtime.shape == reference.shape
-        and torch.equal(runtime, reference)
-    )
+    tensors = isinstance(runtime, torch.Tensor) and isinstance(reference, torch.Tensor)
+    return tensors and bit_identical([runtime], [reference])
 
 
 def _reference_inputs(
@@ -460,21 +456,13 @@ def _rerun(
 def _compare(
     comparators: Sequence[Comparator], runtime: list[torch.Tensor], reference: list[torch.Tensor]
 ) -> dict[str, float]:
-    if _bit_identical(runtime, reference):  # every exact fp32 output: no arithmetic needed
+    if bit_identical(runtime, reference):  # every exact fp32 output: no arithmetic needed
         known = {c.name: identical_value(c) for c in comparators}
         if all(v is not None for v in known.values()):
             return {name: float(v) for name, v in known.items() if v is not None}
     rt = torch.cat([t.detach().double().flatten() for t in runtime])
     ref = torch.cat([t.detach().double().flatten() for t in reference])
     return {c.name: float(c.compare(rt, ref)) for c in comparators}
-
-
-def _bit_identical(runtime: list[torch.Tensor], reference: list[torch.Tensor]) -> bool:
-    """Same shapes, dtypes and values everywhere (a NaN never equals, so it takes the slow path)."""
-    return len(runtime) == len(reference) and all(
-        a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-        for a, b in zip(runtime, reference, strict=True)
-    )
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,8 @@ from typing import Any
 import torch
 
 from stages.formats.atomic_write import atomic_path, declare_digest
-from stages.formats.etdump.debug_buffer_handover import (
-    WrittenBuffer,
-    keep_written,
-    take_written,
-)
 from stages.formats.etdump.records import ETDumpError, ScalarType, TensorRecord
+from stages.formats.written_files import WrittenFiles
 
 ALIGNMENT = 64
 TRAILER_MAGIC = b"DDBGBUF1"
@@ -69,6 +65,11 @@ class DebugBuffer:
         return self.payload_sha256 or hashlib.sha256(self.payload).hexdigest()
 
 
+# The payload the run stage of this process has just written, for the analysis of the same
+# invocation: it is not read back and hashed again (245 MB at ViT-B). Handed over once.
+_WRITTEN: WrittenFiles[DebugBuffer] = WrittenFiles()
+
+
 class DebugBufferWriter:
     """Appends tensors; `records` describe them by dtype, sizes, strides and offset."""
 
@@ -109,7 +110,7 @@ class DebugBufferWriter:
 
     def write(self, path: Path, program_fingerprint: str | None = None) -> int:
         """Payload + trailer, atomically; returns the file size. The analysis of this process
-        takes the payload from memory (`debug_buffer_handover`)."""
+        takes the payload from memory (`_WRITTEN`)."""
         program = bytes.fromhex(program_fingerprint) if program_fingerprint else _NO_PROGRAM
         if len(program) != 32:
             raise DebugBufferError(f"program fingerprint {program_fingerprint!r} is not a sha256")
@@ -122,11 +123,9 @@ class DebugBufferWriter:
                 fh.write(trailer)
             declare_digest(tmp, whole.hexdigest())  # not read back to be hashed
         self._handed_over = True
-        keep_written(
-            Path(path),
-            WrittenBuffer(
-                self._data, None if program == _NO_PROGRAM else program.hex(), self.payload_sha256()
-            ),
+        written = None if program == _NO_PROGRAM else program.hex()
+        _WRITTEN.keep(
+            Path(path), DebugBuffer(memoryview(self._data), written, self.payload_sha256())
         )
         return self.size + TRAILER_SIZE
 
@@ -155,11 +154,9 @@ def read_debug_buffer(path: Path) -> DebugBuffer:
     """Read and verify a debug buffer file; DebugBufferError names the file and the problem.
 
     The one this process has just written, unchanged, comes from memory (verified when kept)."""
-    written = take_written(Path(path))
+    written = _WRITTEN.take(Path(path))
     if written is not None:
-        return DebugBuffer(
-            memoryview(written.payload), written.program_fingerprint, written.payload_sha256
-        )
+        return written
     try:
         data = _read_writable(Path(path))
     except OSError as exc:

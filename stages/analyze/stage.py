@@ -12,6 +12,11 @@ from typing import Any
 from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import build_comparators
+from stages.analyze.compare.end_to_end import (
+    ACCURACY_KEY,
+    accuracy_metrics,
+    run_accuracy,
+)
 from stages.analyze.compare.exact_compare import tie_tolerance
 from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
@@ -206,6 +211,7 @@ def _metrics(summary: dict[str, Any], verdict: Verdict, gap_seconds: float) -> d
         "verdict_pass": 1.0 if verdict.status == "pass" else 0.0,
         "diverged_outputs": float(verdict.diverged_rows),
         "partitions": float(summary["partitions"]),
+        **accuracy_metrics(summary.get(ACCURACY_KEY) or {}),
         "numeric_gap_seconds": gap_seconds,
         "delegate_map_errors": float(
             sum(f["severity"] == ERROR for f in summary.get(MAP_CHECK_KEY, []))
@@ -526,6 +532,7 @@ def run_analyze(
         cfg.top_k,
     )
     _link_facts(summary, verdict, found, linked, events)
+    summary[ACCURACY_KEY] = run_accuracy(linked.inputs, gap_comparator, cfg.accuracy_budget)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

@@ -57,6 +57,7 @@ from stages.lower.fault_target import (
     resolve_fault_node,
 )
 from stages.lower.map_check import MapShapeError, check_maps
+from stages.lower.op_overrides import OpOverrides, UnknownOpError, resolve_overrides
 from stages.lower.partitioner import (
     PartitionResult,
     constant_tensors,
@@ -189,6 +190,7 @@ class _Partitioned:
     preprocessed: dict[int, PreprocessResult]
     specs: dict[str, Any]
     map_findings: list[MapFinding] = field(default_factory=list)
+    overrides: OpOverrides = field(default_factory=OpOverrides)
 
 
 def _check_maps(
@@ -213,25 +215,43 @@ def _check_maps(
     return findings
 
 
+def _overrides(backend: BackendConfig, program: ExportedProgram) -> OpOverrides:
+    """`backend.keep_float` / `backend.keep_off` as node names (LoweringError for an unknown op)."""
+    try:
+        return resolve_overrides(
+            program.graph_module, list(backend.keep_float), list(backend.keep_off)
+        )
+    except UnknownOpError as exc:
+        raise LoweringError(str(exc)) from exc
+
+
 def _partition(
     backend: BackendConfig, program: ExportedProgram, inputs: Path, fault: dict[str, Any] | None
 ) -> _Partitioned:
     """Tag supported nodes, group them into partitions and run the backend's preprocess on each."""
     cls = backend_class(backend.name, backend._target_)
     instance: BackendDetails = cls(backend.precision, fault)
-    result = partition_program(program, instance)
+    overrides = _overrides(backend, program)
+    if overrides.keep_float and not cls.honours_keep_float:
+        raise LoweringError(
+            f"backend.keep_float: backend '{backend.name}' does not compute ops at fp32 on "
+            "request (its class leaves `honours_keep_float` False); drop backend.keep_float"
+        )
+    result = partition_program(program, instance, overrides.keep_off)
     constants = constant_tensors(program)
     calibration = (
         _calibrate(program, inputs) if backend.precision == "int8" and result.partitions else {}
     )
     graphs = [
-        partition_graph(i, nodes, constants, calibration)
+        partition_graph(i, nodes, constants, calibration, overrides.keep_float)
         for i, nodes in enumerate(result.partitions)
     ]
     specs = dict(backend.compile_specs)
     preprocessed = {g.partition_id: instance.preprocess(g, specs) for g in graphs}
     findings = _check_maps(backend, graphs, preprocessed)
-    return _Partitioned(instance, result, constants, graphs, preprocessed, specs, findings)
+    return _Partitioned(
+        instance, result, constants, graphs, preprocessed, specs, findings, overrides
+    )
 
 
 @dataclass(frozen=True)
@@ -323,6 +343,7 @@ def _lowering_report(
         "program_fingerprint": program_fingerprint,
         "lowered_program_fingerprint": lowered_fingerprint,
         "fault_injected": fault,
+        "op_overrides": parts.overrides.record(),
         "partitions": [
             {
                 "partition_id": g.partition_id,

@@ -16,6 +16,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
+from pipeline.searches.exit_codes import exit_for_search, search_files
 from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts, missed_accuracies
 from pipeline.sweeps.parallel_launch import start_early
 from pipeline.tracking.client import log_metric_values, tracking_client
@@ -128,8 +129,20 @@ class SweepTracking(Callback):
             failed = failed or failed_runs
         else:
             self._compare_job_dirs(sweep_dir, len(failed), len(verdicts))
+        if OmegaConf.select(config, "search.kind") is not None:
+            # A search's trials fail on purpose; the search's own outcome decides the exit.
+            self._log_search(sweep_dir)
+            exit_for_search(sweep_dir)
+            return
         missed = [f"{m.model}/{m.backend}/{m.precision}" for m in missed_accuracies(sweep_dir)]
         _exit_on_failures(failed, verdicts, missed)
+
+    def _log_search(self, sweep_dir: Path) -> None:
+        """search.json and a precision search's sensitivity files on the parent run."""
+        if self.client is None or self.parent_id is None:
+            return
+        for path in search_files(sweep_dir):
+            self.client.log_artifact(self.parent_id, str(path), "search")
 
     @staticmethod
     def _compare_job_dirs(sweep_dir: Path, failed: int, verdicts: int) -> None:

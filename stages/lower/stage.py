@@ -55,6 +55,7 @@ from stages.lower.fault_target import (
     no_op_warnings,
     operator_nodes,
     resolve_fault_node,
+    targets,
 )
 from stages.lower.map_check import MapShapeError, check_maps
 from stages.lower.op_overrides import OpOverrides, UnknownOpError, resolve_overrides
@@ -116,6 +117,25 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     for warning in warnings:
         log.warning("[lower] %s", warning)
     return {**resolved, "warnings": warnings} if warnings else resolved
+
+
+def _unless_kept_off(
+    fault: dict[str, Any] | None, backend: BackendConfig, program: ExportedProgram
+) -> dict[str, Any] | None:
+    """No fault when `backend.keep_off` takes every op it targets: a fault emulates a wrong
+    delegate kernel, and a kept-off op runs the portable runtime's kernel instead."""
+    if fault is None or not backend.keep_off:
+        return fault
+    kept = _overrides(backend, program).keep_off
+    hit = targets(program.graph_module, fault)
+    if hit and all(not t.graph and t.node.name in kept for t in hit):
+        log.warning(
+            "[lower] backend.fault targets %s, which backend.keep_off keeps off the delegate: "
+            "the portable kernel that runs it is not faulted",
+            ", ".join(t.qualified for t in hit),
+        )
+        return None
+    return fault
 
 
 def _applied_fault(
@@ -424,7 +444,7 @@ def run_lower(
     program, exported = _exported_program(exported_program)
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
-    requested = _fault(backend, program)
+    requested = _unless_kept_off(_fault(backend, program), backend, program)
     parts = _partition(backend, program, inputs, requested)
     fault = _applied_fault(requested, parts, backend)
     saved = _save_program(backend, program, exported, parts, fault, run_dir)

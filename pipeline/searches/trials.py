@@ -52,6 +52,8 @@ class TrialRunner:
             return 0
         for data in json.loads(self.ledger.read_text()).get("trials", []):
             outcome = TrialOutcome.from_record(data)
+            if not Path(outcome.job_dir).is_dir():
+                continue  # its files are gone (a search reads them): run it again
             outcome.resumed = True
             self.known.setdefault(overrides_key(outcome.overrides), outcome)
         return len(self.known)
@@ -85,6 +87,10 @@ class TrialRunner:
             ):
                 results[index] = outcome
         return [results[i] for i in range(len(batch))]
+
+    def next_job_dir(self) -> Path:
+        """Where the next trial launched runs (a reduce search writes its program there)."""
+        return self.sweep_dir / f"trial-{self.launched + 1:03d}"
 
     def _launch(self, batch: list[list[str]]) -> list[TrialOutcome]:
         numbers = [self.launched + i + 1 for i in range(len(batch))]

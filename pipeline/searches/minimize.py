@@ -1,8 +1,10 @@
-"""The smallest set of candidates that makes a trial pass: bisect a ranked prefix, then drop.
+"""The smallest set of candidates that makes a trial pass, one culprit per bisection.
 
-As Polygraphy's `debug` tools do: a binary search finds the shortest prefix of the ranked
-candidates that passes (O(log N) trials, exact when passing is monotone in the set), then one
-linear pass drops each chosen candidate the set still passes without (1-minimal).
+As Polygraphy's `debug` tools bisect: with the culprits found so far kept, a binary search finds
+the shortest prefix of the remaining ranked candidates that passes; its last candidate is
+needed (the prefix one shorter fails), so it joins the culprits and the search repeats on the
+candidates before it until the culprits alone pass. c culprits among N cost about
+c·(log2 N + 1) trials; the set is minimal when passing is monotone in the set.
 """
 
 from __future__ import annotations
@@ -12,33 +14,30 @@ from collections.abc import Callable, Sequence
 Passes = Callable[[list[str]], bool]
 
 
-def shortest_passing_prefix(ranked: Sequence[str], passes: Passes) -> list[str] | None:
-    """The shortest prefix of `ranked` that passes; None when even all of it fails."""
-    if not passes(list(ranked)):
+def shortest_passing_prefix(
+    ranked: Sequence[str], passes: Passes, kept: Sequence[str] = ()
+) -> list[str] | None:
+    """The shortest prefix of `ranked` that passes with `kept`; None when all of it fails."""
+    if not passes([*kept, *ranked]):
         return None
-    low, high = 0, len(ranked)  # passes(ranked[:high]) holds
+    low, high = 0, len(ranked)  # passes(kept + ranked[:high]) holds
     while low < high:
         middle = (low + high) // 2
-        if passes(list(ranked[:middle])):
+        if passes([*kept, *ranked[:middle]]):
             high = middle
         else:
             low = middle + 1
     return list(ranked[:high])
 
 
-def drop_unneeded(chosen: Sequence[str], passes: Passes) -> list[str]:
-    """`chosen` minus every candidate the set passes without (tried one at a time)."""
-    kept = list(chosen)
-    for candidate in list(chosen):
-        trial = [c for c in kept if c != candidate]
-        if len(trial) < len(kept) and passes(trial):
-            kept = trial
-    return kept
-
-
 def smallest_passing_set(ranked: Sequence[str], passes: Passes) -> list[str] | None:
-    """A 1-minimal passing subset of `ranked` (most likely candidates first), or None."""
-    prefix = shortest_passing_prefix(ranked, passes)
-    if prefix is None:
-        return None
-    return drop_unneeded(prefix, passes)
+    """A minimal passing subset of `ranked` (most likely candidates first), or None."""
+    culprits: list[str] = []
+    pool = list(ranked)
+    while not passes(list(culprits)):
+        prefix = shortest_passing_prefix(pool, passes, culprits)
+        if not prefix:
+            return None  # nothing left passes (only when passing is not monotone)
+        culprits.append(prefix[-1])
+        pool = prefix[:-1]
+    return culprits

@@ -15,6 +15,7 @@ OUTLIER_INT8 = ["model=outlier_mlp", "backend=xnnpack", "backend.precision=int8"
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(600)
 def test_a_passing_run_that_misses_its_budget_exits_5(tmp_path: Path) -> None:
     run_dir = tmp_path / "int8"
     missed = run_module(

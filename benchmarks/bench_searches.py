@@ -3,7 +3,8 @@ one cold run of the same model, whether its result holds when re-run in a fresh 
 the reduce's op count. Each command is a new CLI process in a fresh working directory (own
 MLflow store and stage cache).
 
-    python benchmarks/bench_searches.py [--cases demo,conv,vit] [--max-trials 40]
+    python benchmarks/bench_searches.py [--cases demo,conv,vit] [--kinds precision,delegation,reduce]
+        [--max-trials 40]            # smallest: --cases demo --kinds delegation
 
 Cases: demo (outlier_mlp int8 precision; mlp fault delegation and reduce), conv (an unseen
 conv net with an outlier channel, benchmarks/search_models.py: precision), vit (ViT int8
@@ -128,10 +129,13 @@ def measure(kind: str, args: list[str], max_trials: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="demo", help=f"comma-separated: {','.join(CASES)}")
+    parser.add_argument("--kinds", default="precision,delegation,reduce", help="searches to run")
     parser.add_argument("--max-trials", type=int, default=40)
     options = parser.parse_args()
     for case in options.cases.split(","):
         for kind, args in CASES[case]:
+            if kind not in options.kinds.split(","):
+                continue
             before = load_average()
             row = measure(kind, args, options.max_trials)
             print(

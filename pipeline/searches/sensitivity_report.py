@@ -37,15 +37,17 @@ def _capped(value: float | None) -> float:
     return max(-EXACT_SNR_DB, min(EXACT_SNR_DB, value))
 
 
-def sensitivity_overlay(table: Sequence[Sensitivity]) -> Overlay:
-    """Per op, how much the output SNR rises when only it is kept float (dB over the worst)."""
-    floor = min((_capped(r.snr_only_float_db) for r in table), default=0.0)
+def sensitivity_overlay(table: Sequence[Sensitivity], budget_db: float) -> Overlay:
+    """Per op, by how many dB the output SNR falls short of the budget when only that op is low
+    precision (0: it alone keeps the budget)."""
     overlay = Overlay(
-        name="precision sensitivity: output SNR gain (dB) when only this op is kept float",
+        name=f"precision sensitivity: dB below the {budget_db:g} dB budget with only this op "
+        "low precision",
         gradient=[dict(g) for g in _GRADIENT],
     )
     for row in table:
-        overlay.results[row.op] = {"value": round(_capped(row.snr_only_float_db) - floor, 3)}
+        short = max(0.0, budget_db - _capped(row.snr_only_low_db))
+        overlay.results[row.op] = {"value": round(short, 3)}
     return overlay
 
 
@@ -65,7 +67,7 @@ def write_sensitivity_files(
         [_capped(r.snr_only_float_db) for r in table],
         budget_db,
     )
-    write_text_atomic(overlay_path, encode_overlay(sensitivity_overlay(table)))
+    write_text_atomic(overlay_path, encode_overlay(sensitivity_overlay(table, budget_db)))
     return {
         "sensitivity": records,
         "sensitivity_files": {

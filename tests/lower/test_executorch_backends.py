@@ -82,6 +82,24 @@ def test_options_executorch_cannot_honour_are_refused(
         run_pipeline(cfg, print_summary=False)
 
 
+def test_keep_off_goes_through_the_xnnpack_partitioner_and_keep_float_is_refused(
+    tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    cfg = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.keep_off=[linear_1]")
+    run_dir = run_pipeline(cfg, print_summary=False).run_dir
+    report = json.loads((run_dir / ArtifactName.LOWERING_REPORT).read_text())
+    assert report["op_overrides"] == {"keep_float": [], "keep_off": ["linear_1"]}
+    with (run_dir / ArtifactName.EVENTS_CSV).open() as fh:
+        events = [e for e in csv.DictReader(fh) if json.loads(e["op_names"] or "[]")]
+    placed = {op: e["delegate_backend_name"] for e in events for op in json.loads(e["op_names"])}
+    assert placed["linear_1"] == "" and placed["linear"] == "XnnpackBackend"
+    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
+    assert summary["verdict"] == "pass" and summary["accuracy"]["met"] is True
+    refused = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.keep_float=[linear]")
+    with pytest.raises(ConfigValueError, match=r"backend\.keep_float: backend executorch_xnnpack"):
+        run_pipeline(refused, print_summary=False)
+
+
 def test_sweep_compares_emulated_and_executorch(tmp_path: Path) -> None:
     done = run_module(
         "pipeline",

@@ -48,6 +48,12 @@ def test_precision_search_finds_the_two_ops_and_logs_trials_under_one_parent(
     assert table["linear_2"]["snr_only_low_db"] < 20 < table["relu"]["snr_only_low_db"]
     for path in found["sensitivity_files"].values():
         assert Path(path).is_file()
+    overlay = json.loads(Path(found["sensitivity_files"]["overlay"]).read_text())
+    shortfall = {op: r["value"] for op, r in overlay["graph"]["results"].items()}
+    assert shortfall["relu"] == 0.0 < shortfall["linear_1"] and shortfall["linear_2"] > 10
+    # Trials reuse the stage cache: only the baseline exports.
+    trial_log = (tmp_path / "p1" / "trial-002" / "delegate-debugger.log").read_text()
+    assert "[export] reused" in trial_log
     assert "result (paste): 'backend.keep_float=[linear_1,linear_2]'" in result.stdout
     client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("delegate-debugger").experiment_id])

@@ -1,4 +1,5 @@
-"""`backend.keep_off` for ExecuTorch's XNNPACK partitioner, through its own configuration hooks.
+"""`backend.keep_off` for ExecuTorch's XNNPACK partitioner, through its own configuration hooks
+(and `keep_float_filter`, the quantizer hook `backend.keep_float` will use).
 
 XNNPACK's partitioner (an ExecuTorch `ConfigerationBasedPartitioner`) decides twice which ops
 it takes: `ops_to_not_decompose` (ops kept whole for it) and `get_matched_nodes_from_configs`
@@ -70,3 +71,14 @@ def keep_off_partitioner(inner: Any, keep_off: frozenset[str]) -> Any:
                 del inner.get_matched_nodes_from_configs
 
     return KeepOffPartitioner()
+
+
+def keep_float_filter(keep_float: frozenset[str]) -> Callable[[torch.fx.Node], bool]:
+    """For `XNNPACKQuantizer.set_filter_function`: quantize every node but the kept-float ops
+    (by name or provenance). The hook `backend.keep_float` needs once `executorch_xnnpack`
+    quantizes (int8); until then the option is refused for it before any stage."""
+
+    def quantize(node: torch.fx.Node) -> bool:
+        return node.name not in keep_float and not (source_names(node) & keep_float)
+
+    return quantize

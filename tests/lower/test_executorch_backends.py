@@ -135,3 +135,30 @@ def test_sweep_compares_emulated_and_executorch(tmp_path: Path) -> None:
     assert "slowest" not in ops[0]
     assert {"slowest[emulated]", "slowest[executorch]"} <= set(ops[0])
     assert all(not o["slowest[emulated]"] and not o["slowest[executorch]"] for o in ops)
+
+
+def test_the_keep_float_hook_keeps_an_op_out_of_xnnpack_quantization() -> None:
+    """The hook `backend.keep_float` needs once executorch_xnnpack quantizes (issue 36.2)."""
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    from stages.lower.executorch_keep_off import keep_float_filter
+
+    def observed_outputs(kept: frozenset[str]) -> dict[str, bool]:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+        graph = torch.export.export(model, (torch.randn(2, 4),)).module()
+        quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config())
+        quantizer.set_filter_function(keep_float_filter(kept))
+        prepared = prepare_pt2e(graph, quantizer)  # type: ignore[arg-type]
+        return {
+            n.name: any("activation_post_process" in u.name for u in n.users)
+            for n in prepared.graph.nodes
+            if n.op == "call_function"
+        }
+
+    assert observed_outputs(frozenset())["linear_1"] is True
+    assert observed_outputs(frozenset({"linear_1"}))["linear_1"] is False

@@ -153,7 +153,7 @@ def test_the_keep_float_hook_keeps_an_op_out_of_xnnpack_quantization() -> None:
         graph = torch.export.export(model, (torch.randn(2, 4),)).module()
         quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config())
         quantizer.set_filter_function(keep_float_filter(kept))
-        prepared = prepare_pt2e(graph, quantizer)  # type: ignore[arg-type]
+        prepared = prepare_pt2e(graph, quantizer)
         return {
             n.name: any("activation_post_process" in u.name for u in n.users)
             for n in prepared.graph.nodes

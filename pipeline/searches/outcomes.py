@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -80,3 +81,23 @@ def read_outcome(number: int, overrides: list[str], job_dir: Path) -> TrialOutco
             op for p in report.get("partitions", []) for op in p.get("ops", [])
         ]
     return outcome
+
+
+def local_snr_by_op(job_dir: str) -> dict[str, float]:
+    """Per op, the local SNR (dB) its group has in the trial's numeric_gap.csv (the lowest when
+    an op is in several groups); empty when the file is absent."""
+    path = Path(job_dir) / ArtifactName.NUMERIC_GAP_CSV
+    if not path.is_file():
+        return {}
+    found: dict[str, float] = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            try:
+                value = float(row.get("local_snr") or "nan")
+                ops = json.loads(row.get("fault_nodes") or "[]")
+            except ValueError:
+                continue
+            for op in ops if isinstance(ops, list) else []:
+                if value == value:  # not NaN
+                    found[str(op)] = min(found.get(str(op), value), value)
+    return found

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from pipeline.searches.minimize import smallest_passing_set
-from pipeline.searches.outcomes import TrialOutcome
+from pipeline.searches.outcomes import TrialOutcome, local_snr_by_op
 from pipeline.searches.result import SearchError, SearchResult, verified_record
 from pipeline.searches.sensitivity_report import Sensitivity, write_sensitivity_files
 from pipeline.searches.trials import TrialRunner, list_override
@@ -37,18 +37,18 @@ def sensitivities(runner: TrialRunner, ops: list[str]) -> list[Sensitivity]:
     ]
 
 
-def _ranked(ops: list[str], table: list[Sensitivity]) -> list[str]:
+def _ranked(ops: list[str], table: list[Sensitivity], local: dict[str, float]) -> list[str]:
     """Ops that hurt most when they alone are low precision first; ties by how much keeping
-    only them float helps, then graph order."""
+    only them float helps, then by the baseline's local SNR (lowest first), then graph order."""
     by_op = {row.op: row for row in table}
 
-    def key(op: str) -> tuple[float, float, int]:
+    def key(op: str) -> tuple[float, float, float, int]:
         row = by_op.get(op)
         kept = row.snr_only_float_db if row and row.snr_only_float_db is not None else -math.inf
         low = row.snr_only_low_db if row and row.snr_only_low_db is not None else math.inf
-        return (low, -kept, ops.index(op))
+        return (low, -kept, local.get(op, math.inf), ops.index(op))
 
-    return sorted(ops, key=key) if table else list(ops)
+    return sorted(ops, key=key)
 
 
 def _baseline(runner: TrialRunner) -> TrialOutcome:
@@ -71,13 +71,19 @@ def precision_search(
     ops = list(dict.fromkeys(baseline.delegated_ops))
     if baseline.accuracy_met:
         return SearchResult("precision", {KEEP_FLOAT: []}, "the run meets its budget as it is")
-    table = sensitivities(runner, ops) if sensitivity else []
+    affordable = runner.spent + 2 * len(ops) + 2 <= runner.max_trials
+    table = sensitivities(runner, ops) if sensitivity and affordable else []
     extra = write_sensitivity_files(out_dir, table, budget_db) if table else {}
+    if sensitivity and not affordable:
+        extra["sensitivity_skipped"] = (
+            f"{2 * len(ops)} trials for {len(ops)} ops would exceed search.max_trials="
+            f"{runner.max_trials}; ranked by the baseline's local SNR instead"
+        )
 
     def passes(names: list[str]) -> bool:
         return runner.run([keep_float(names)])[0].accuracy_met is True
 
-    chosen = smallest_passing_set(_ranked(ops, table), passes)
+    chosen = smallest_passing_set(_ranked(ops, table, local_snr_by_op(baseline.job_dir)), passes)
     if chosen is None:
         return SearchResult(
             "precision",

@@ -19,6 +19,7 @@ from stages.analyze.compare.comparators import SNR, Comparator
 from stages.analyze.compare.verdict import finite
 from stages.analyze.load.loading import AnalysisInputs
 from stages.formats.etdump import ETDumpData, ValueType, tensor_from_buffer
+from stages.formats.reference_capture import program_outputs
 
 # summary.json key of the accuracy record.
 ACCURACY_KEY = "accuracy"
@@ -184,7 +185,12 @@ def run_accuracy(inputs: AnalysisInputs, metric: Comparator, config: Any) -> dic
         result["reason"] = f"not evaluated: the analysis has no {missing}"
         return result
     logged = logged_program_outputs(inputs.etdump, buffer.payload)
-    return measure_accuracy(logged, record.reference_outputs, metric, budget)
+    references = record.reference_outputs
+    if logged and not references and record.representative_inputs:
+        # ExecuTorch's ETRecord has inputs but no outputs: the reference program computes them.
+        program = record.exported_program()
+        references = [program_outputs(program, s) for s in record.representative_inputs]
+    return measure_accuracy(logged, references, metric, budget)
 
 
 def accuracy_metrics(record: dict[str, Any]) -> dict[str, float]:

@@ -22,7 +22,6 @@ from pipeline.searches.result import SearchError, SearchResult, verified_record
 from pipeline.searches.trials import TrialRunner
 from stages.export.subgraph_cut import (
     CutProgram,
-    SubgraphCutError,
     load_for_cut,
     op_index,
     write_cut,

@@ -1,7 +1,7 @@
 """The searches measured (issue 36.4): per case, the trials a search took, its wall time against
 one cold run of the same model, whether its result holds when re-run in a fresh directory, and
 the reduce's op count. Each command is a new CLI process in a fresh working directory (own
-MLflow store and stage cache).
+MLflow store and stage cache; both the cold run and the search log to MLflow, as by default).
 
     python benchmarks/bench_searches.py [--cases demo,conv,vit] [--kinds precision,delegation,reduce]
         [--max-trials 40]            # smallest: --cases demo --kinds delegation
@@ -91,7 +91,6 @@ def measure(kind: str, args: list[str], max_trials: int) -> dict:
         cold_s, _ = _cli(
             [
                 *args,
-                "tracking=none",
                 f"hydra.run.dir={work / 'cold'}",
                 f"cache_dir={work / 'cold_cache'}",
             ],

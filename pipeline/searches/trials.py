@@ -113,9 +113,15 @@ class TrialRunner:
         return found
 
 
+_SHOWN = 160  # characters of a trial's overrides a progress line shows
+
+
 def progress_line(outcome: TrialOutcome, max_trials: int) -> str:
     """'trial 3/40 [backend.keep_float=[linear_1]]: verdict pass, min SNR 4.6 dB, budget missed'."""
     what = " ".join(outcome.overrides) or "no overrides"
+    if len(what) > _SHOWN:  # a long list: its length and its start (search.json has it all)
+        names = what.count(",") + 1
+        what = f"{what[: _SHOWN - 30]}... ({names} names)"
     if outcome.failed:
         return f"trial {outcome.number}/{max_trials} [{what}]: job failed: {outcome.error[:200]}"
     snr = f"{outcome.min_snr_db:.4g} dB" if outcome.min_snr_db is not None else "n/a"

@@ -1,10 +1,10 @@
 """The smallest set of candidates that makes a trial pass, one culprit per bisection.
 
-As Polygraphy's `debug` tools bisect: with the culprits found so far kept, a binary search finds
-the shortest prefix of the remaining ranked candidates that passes; its last candidate is
+As Polygraphy's `debug` tools bisect: with the culprits found so far kept, a galloping then
+binary search finds the shortest prefix of the remaining ranked candidates that passes; its last candidate is
 needed (the prefix one shorter fails), so it joins the culprits and the search repeats on the
-candidates before it until the culprits alone pass. c culprits among N cost about
-c·(log2 N + 1) trials; the set is minimal when passing is monotone in the set.
+candidates before it until the culprits alone pass. A culprit at rank k costs about
+2·log2 k + 1 trials (1 when it is ranked first); the set is minimal when passing is monotone in the set.
 """
 
 from __future__ import annotations
@@ -20,7 +20,11 @@ def shortest_passing_prefix(
     """The shortest prefix of `ranked` that passes with `kept`; None when all of it fails."""
     if not passes([*kept, *ranked]):
         return None
-    low, high = 0, len(ranked)  # passes(kept + ranked[:high]) holds
+    # Galloping first (lengths 1, 2, 4, ...): a culprit ranked near the top costs few trials.
+    size = 1
+    while size < len(ranked) and not passes([*kept, *ranked[:size]]):
+        size *= 2
+    low, high = size // 2 + 1, min(size, len(ranked))  # passes(kept + ranked[:high]) holds
     while low < high:
         middle = (low + high) // 2
         if passes([*kept, *ranked[:middle]]):

@@ -49,14 +49,16 @@ def failed_verdict(cfg: DictConfig, result: PipelineResult) -> str | None:
 
 
 def missed_accuracy(cfg: DictConfig, result: PipelineResult) -> str | None:
-    """Why the run missed its accuracy budget when it did and `analyze.accuracy_exit_code` is
-    on (a FAIL verdict takes precedence: `failed_verdict`); None otherwise."""
+    """Why the run missed its accuracy budget when its verdict did not FAIL and
+    `analyze.accuracy_exit_code` is on; None otherwise (a FAIL is `failed_verdict`'s, exit 3, or
+    exit 0 under `analyze.fail_exit_code=false`)."""
     if not bool(OmegaConf.select(cfg, "analyze.accuracy_exit_code", default=True)):
         return None
     path = _summary_path(result)
     if path is None or not path.is_file():
         return None
-    accuracy = json.loads(path.read_text()).get("accuracy") or {}
-    if accuracy.get("met") is not False:
-        return None
+    summary = json.loads(path.read_text())
+    accuracy = summary.get("accuracy") or {}
+    if summary.get("verdict") == "fail" or accuracy.get("met") is not False:
+        return None  # exit 5 says "the verdict passed, the budget did not" (FAIL is 3, or 0)
     return str(accuracy.get("reason") or "an output missed analyze.accuracy_budget")

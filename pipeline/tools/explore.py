@@ -66,7 +66,8 @@ def _checked_program(data: bytes, what: str, scratch: Path) -> Path:
 
     Model Explorer's adapter calls torch.export.load on the file; only checked bytes reach it.
     """
-    from stages.formats.safe_load import UnsafePayloadError, check_pt2_archive
+    from stages.formats.pt2_archive import check_pt2_archive
+    from stages.safe_io.safe_load import UnsafePayloadError
 
     try:
         clean = check_pt2_archive(data, what)

@@ -66,11 +66,11 @@ from stages.analyze.report.html_report import render_report, write_report
 from stages.analyze.report.plots import has_inexact, plot_gap, plot_top_ops
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record, slowest_ops
 from stages.analyze.report.trace_export import build_trace, left_out_warning, write_trace
+from stages.backends.delegate_map_findings import ERROR, MAP_CHECK_KEY
 from stages.formats.artifacts import ArtifactName
-from stages.formats.atomic_write import write_text_atomic
-from stages.formats.delegate_map_findings import ERROR, MAP_CHECK_KEY
 from stages.formats.etdump.streaming import holds_debug_events
-from stages.formats.paused_gc import paused_gc
+from stages.paused_gc import paused_gc
+from stages.safe_io.atomic_write import write_text_atomic
 
 TOP_OPS_SVG = "top_ops_p50.svg"
 GAP_SVG = "numeric_gap.svg"

@@ -4,7 +4,7 @@ Members: a version marker, the reference (exported) program with debug handles (
 referred to by sha256 when it is stored beside the ETRecord: `etrecord_program_ref`),
 representative inputs, reference outputs, per-handle op/source info, and (added by the lower
 stage) the lowered graph, each partition's backend and delegate debug-handle map. Loading goes
-through `stages.formats.safe_load`: bounded zip reads, weights-only tensor files, a checked
+through `stages.safe_io.safe_load`: bounded zip reads, weights-only tensor files, a checked
 reference program whose hash is verified when it is referred to. ExecuTorch's own ETRecord format is recognised and checked by
 `executorch_etrecord.verify_executorch_etrecord` before anything else reads it.
 """
@@ -22,8 +22,6 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path
-from stages.formats.debug_handles import DebugHandle
 from stages.formats.etrecord_program_ref import (
     PROGRAM_REF_MEMBER,
     ReferencedProgramError,
@@ -40,19 +38,16 @@ from stages.formats.exported_program import (
     holds_exported_program,
     load_exported_program,
 )
-from stages.formats.file_digests import known_sha256
-from stages.formats.handle_info import HandleInfo, collect_handle_info
-from stages.formats.reproducible_zip import ReproducibleZipFile
-from stages.formats.safe_load import (
-    BoundedZip,
-    UnsafePayloadError,
-    ZipLimitError,
-    check_pt2_members,
-    load_tensors,
-)
+from stages.formats.pt2_archive import check_pt2_members
 from stages.formats.samples import Samples
-from stages.formats.tensor_file import repack_stored
 from stages.formats.written_files import WrittenFiles
+from stages.handles.debug_handles import DebugHandle
+from stages.handles.handle_info import HandleInfo, collect_handle_info
+from stages.safe_io.atomic_write import atomic_path
+from stages.safe_io.file_digests import known_sha256
+from stages.safe_io.reproducible_zip import ReproducibleZipFile
+from stages.safe_io.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
+from stages.safe_io.tensor_file import repack_stored
 
 __all__ = [
     "DelegateMapRecord",

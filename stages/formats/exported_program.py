@@ -14,13 +14,14 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-from stages.formats.atomic_write import atomic_path, declare_digest
-from stages.formats.file_digests import known_sha256, read_with_sha256
-from stages.formats.graph_handles import restore_debug_handles
-from stages.formats.hashing_writer import HashingWriter
-from stages.formats.paused_gc import paused_gc
-from stages.formats.safe_load import UnsafePayloadError, load_exported_program_bytes
+from stages.formats.pt2_archive import load_exported_program_bytes
 from stages.formats.tensor_versions import has_version, tensor_versions
+from stages.handles.graph_handles import restore_debug_handles
+from stages.paused_gc import paused_gc
+from stages.safe_io.atomic_write import atomic_path, declare_digest
+from stages.safe_io.file_digests import known_sha256, read_with_sha256
+from stages.safe_io.hashing_writer import HashingWriter
+from stages.safe_io.safe_load import UnsafePayloadError
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from typing import Any, TypeGuard, cast
 
 import torch
 
-from stages.formats.bounded_zip import BoundedZip, ZipLimitError
 from stages.formats.exported_program import held_exported_tensors
-from stages.formats.file_digests import known_sha256_of
 from stages.formats.shared_weights import WeightFile, shared_payload_names
 from stages.formats.tensor_versions import has_version
+from stages.safe_io.bounded_zip import BoundedZip, ZipLimitError
+from stages.safe_io.file_digests import known_sha256_of
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,6 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path, declare_digest
-from stages.formats.debug_handles import DebugHandle
-from stages.formats.digesting_file import DigestingFile
 from stages.formats.named_data import (
     NAMED_DATA_DIR,
     NAMED_DATA_INDEX,
@@ -37,10 +34,7 @@ from stages.formats.named_data import (
     member_name,
     read_index,
 )
-from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
 from stages.formats.program_handover import keep_saved, take_saved
-from stages.formats.reproducible_zip import ReproducibleZipFile
-from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 from stages.formats.shared_weights import (
     EXTERNAL_MEMBER,
     SharedWeightsError,
@@ -49,6 +43,12 @@ from stages.formats.shared_weights import (
     share_program,
     weight_file_beside,
 )
+from stages.handles.debug_handles import DebugHandle
+from stages.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
+from stages.safe_io.atomic_write import atomic_path, declare_digest
+from stages.safe_io.digesting_file import DigestingFile
+from stages.safe_io.reproducible_zip import ReproducibleZipFile
+from stages.safe_io.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 
 PROGRAM_FORMAT = "delegate-debugger-program"
 PROGRAM_VERSION = 1

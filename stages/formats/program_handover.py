@@ -15,11 +15,11 @@ from pathlib import Path
 
 import torch
 
-from stages.formats.file_digests import file_sha256
 from stages.formats.named_data import NamedData
 from stages.formats.shared_weights import SharedWeightsError, weight_file_beside
 from stages.formats.tensor_versions import tensor_versions
 from stages.formats.written_files import WrittenFiles
+from stages.safe_io.file_digests import file_sha256
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from stages.formats.atomic_write import atomic_path, declare_digest
-from stages.formats.hashing_writer import HashingWriter
-from stages.formats.safe_load import load_tensors
 from stages.formats.tensor_versions import tensor_versions
 from stages.formats.written_files import WrittenFiles
+from stages.safe_io.atomic_write import atomic_path, declare_digest
+from stages.safe_io.hashing_writer import HashingWriter
+from stages.safe_io.safe_load import load_tensors
 
 Samples = list[tuple[torch.Tensor, ...]]
 

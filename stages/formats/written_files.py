@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from stages.formats.file_digests import known_sha256
+from stages.safe_io.file_digests import known_sha256
 
 T = TypeVar("T")
 

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from stages.formats.etrecord import DelegateMapRecord, ETRecord
-from stages.formats.handle_info import collect_handle_info
 from stages.formats.program import Program
 from stages.formats.samples import load_samples
+from stages.handles.handle_info import collect_handle_info
 
 
 def lowered_graph_text(lowered: Program) -> str:

@@ -21,21 +21,18 @@ from stages.backends.backend_api import (
     PreprocessResult,
     backend_class,
 )
-from stages.formats.artifacts import ArtifactName
-from stages.formats.atomic_write import write_text_atomic
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.delegate_map_findings import (
+from stages.backends.delegate_map_findings import (
     ERROR,
     MAP_CHECK_KEY,
     MapFinding,
     summary_line,
 )
+from stages.backends.fault_injection import FAULT_KINDS, fault_hits
+from stages.export.reference_capture import capture_node_outputs
+from stages.formats.artifacts import ArtifactName
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import holds_exported_program, load_exported_program
-from stages.formats.fault_injection import FAULT_KINDS, fault_hits
-from stages.formats.file_digests import known_sha256, read_with_sha256
-from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.held_weights import held_weight_file
 from stages.formats.program import (
     CondInstruction,
@@ -44,9 +41,10 @@ from stages.formats.program import (
     Program,
     SubProgram,
 )
-from stages.formats.reference_capture import capture_node_outputs
 from stages.formats.samples import load_samples
 from stages.formats.shared_weights import weight_file, weight_file_read_lazily
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_operator_nodes
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord
 from stages.lower.executorch_lowering import lower_with_executorch
@@ -65,6 +63,8 @@ from stages.lower.partitioner import (
     summarize_rejections,
 )
 from stages.lower.program_builder import build_program
+from stages.safe_io.atomic_write import write_text_atomic
+from stages.safe_io.file_digests import known_sha256, read_with_sha256
 
 log = logging.getLogger(__name__)
 

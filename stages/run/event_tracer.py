@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.formats.etdump import (
     AllocationEvent,
     DebugBufferWriter,
@@ -38,7 +38,7 @@ from stages.formats.etdump.records import (
     FINGERPRINT_EVENT,
     add_stamp,
 )
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 _now = time.perf_counter_ns
 

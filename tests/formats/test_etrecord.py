@@ -8,8 +8,8 @@ import torch
 
 from stages.export.debug_handle_pass import assign_debug_handles
 from stages.formats import etrecord as etrecord_module
-from stages.formats.atomic_write import write_bytes_atomic
 from stages.formats.etrecord import ETRecord, ETRecordError, generate_etrecord
+from stages.safe_io.atomic_write import write_bytes_atomic
 
 
 class _Evil:

@@ -10,9 +10,9 @@ import pytest
 from omegaconf import DictConfig
 
 from stages.formats import exported_program as ep_format
-from stages.formats.atomic_write import write_bytes_atomic
 from stages.formats.etrecord import ETRecord, ReferencedProgramError
 from stages.lower.stage import LowerArtifacts
+from stages.safe_io.atomic_write import write_bytes_atomic
 from tests.helpers.lowering import export_and_lower
 
 

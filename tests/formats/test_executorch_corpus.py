@@ -38,7 +38,7 @@ def _refusal_types() -> tuple[type[Exception], ...]:
     from stages.analyze.load.loading import AnalyzeInputError
     from stages.formats.etdump.records import ETDumpError
     from stages.formats.etrecord_types import ETRecordError
-    from stages.formats.tensor_file import UnsafePayloadError
+    from stages.safe_io.tensor_file import UnsafePayloadError
 
     return (AnalyzeInputError, ETDumpError, ETRecordError, ProgramMismatchError, UnsafePayloadError)
 
@@ -192,7 +192,7 @@ def test_every_etrecord_loads_or_is_refused_for_its_real_cause(corpus: Path) -> 
 
     from stages.formats.etrecord import ETRecord
     from stages.formats.etrecord_types import ETRecordError
-    from stages.formats.tensor_file import UnsafePayloadError
+    from stages.safe_io.tensor_file import UnsafePayloadError
 
     records = files_of_kind(corpus, "etrecord")
     assert len(records) >= 10

@@ -11,13 +11,13 @@ import torch
 from torch import nn
 
 from stages.formats import exported_program as ep_format
-from stages.formats import file_digests
 from stages.formats.exported_program import (
     exported_program_bytes,
     load_exported_program,
     remember_exported_program,
     save_exported_program,
 )
+from stages.safe_io import file_digests
 
 
 class _Scaled(nn.Module):

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from stages.formats import exported_program as exported_program_format
-from stages.formats import file_digests
 from stages.formats.exported_program import remember_exported_program, save_exported_program
 from stages.formats.held_weights import held_weight_file
 from stages.formats.shared_weights import MIN_SHARED_BYTES, weight_file_on_disk
+from stages.safe_io import file_digests
 
 
 class _Model(torch.nn.Module):

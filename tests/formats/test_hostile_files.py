@@ -20,10 +20,10 @@ from stages.export.representative_inputs import InputsConfigError, load_inputs_f
 from stages.formats.etrecord import ETRecord, ETRecordError, pack_etrecord
 from stages.formats.exported_program import ExportedProgramError, load_exported_program
 from stages.formats.program import ProgramError, load_program
-from stages.formats.safe_load import UnsafePayloadError
 from stages.formats.samples import load_samples
 from stages.lower.stage import run_lower
 from stages.run.stage import run_run
+from stages.safe_io.safe_load import UnsafePayloadError
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.hostile_files import (
     Hostile,

@@ -12,9 +12,9 @@ from omegaconf import DictConfig
 
 import stages.formats.program as program_format
 from stages.formats import program_handover
-from stages.formats.atomic_write import write_bytes_atomic
 from stages.formats.program import Program, ProgramError, load_program
 from stages.lower.stage import LowerArtifacts
+from stages.safe_io.atomic_write import write_bytes_atomic
 from tests.helpers.lowering import export_and_lower
 
 

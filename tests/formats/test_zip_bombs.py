@@ -122,8 +122,8 @@ def _bombs(clean: dict[str, bytes]) -> dict[str, tuple[bytes, str, str]]:
                 _pt2_member(clean["inputs"], "data.pkl"),
                 bomb_member(_pt2_member(clean["inputs"], "data.pkl"), 4096),
             ),
-            "stages.formats.safe_load:load_tensor_file",
-            "stages.formats.tensor_file:UnsafePayloadError",
+            "stages.safe_io.safe_load:load_tensor_file",
+            "stages.safe_io.tensor_file:UnsafePayloadError",
         ),
     }
 
@@ -174,7 +174,7 @@ def test_zip_bombs_are_refused_fast_and_cheaply(
             "loader": "stages.formats.exported_program:load_exported_program",
             "path": str(clean_files["pt2"]),
         },
-        {"loader": "stages.formats.safe_load:load_tensor_file", "path": str(clean_files["inputs"])},
+        {"loader": "stages.safe_io.safe_load:load_tensor_file", "path": str(clean_files["inputs"])},
     ]
     spec = {"warmups": warmups, "cases": cases}
     measured = _measure(spec, tmp_path / "bombs.json")

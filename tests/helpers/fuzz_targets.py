@@ -35,8 +35,8 @@ from stages.formats.etrecord import ETRecord, ETRecordError, pack_etrecord
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
 from stages.formats.exported_program import ExportedProgramError
 from stages.formats.program import DelegateInstruction, ProgramError, load_program
-from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError
 from stages.run.stage import run_run
+from stages.safe_io.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError
 from tests.helpers.cli_runner import REPO
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.fuzzing import FuzzTarget, mutate_bytes, mutate_json, mutate_zip

@@ -16,9 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.tools.pack_etrecord import main as pack_main
 from stages.export.stage import run_export
-from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.etrecord import ETRecord, ETRecordError
-from stages.formats.graph_handles import iter_operator_nodes
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_operator_nodes
 from stages.lower.stage import run_lower
 from tests.helpers.lowering import export_and_lower
 

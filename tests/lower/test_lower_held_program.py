@@ -13,8 +13,8 @@ import pytest
 from omegaconf import DictConfig
 
 from stages.formats import exported_program as exported_program_format
-from stages.formats import file_digests
 from stages.lower import stage as lower_stage
+from stages.safe_io import file_digests
 from tests.helpers.lowering import export, lower
 
 

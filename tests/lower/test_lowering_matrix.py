@@ -10,9 +10,9 @@ from omegaconf import DictConfig
 
 from stages.formats.etrecord import ETRecord
 from stages.formats.exported_program import load_exported_program
-from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.program import load_program
 from stages.formats.samples import load_samples
+from stages.handles.graph_handles import iter_operator_nodes
 from stages.run.executor import Executor
 from tests.helpers.configs import ZOO_MODELS
 from tests.helpers.lowering import export_and_lower, operator_handles, relative_error, snr_db

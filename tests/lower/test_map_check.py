@@ -13,11 +13,11 @@ import torch
 from omegaconf import DictConfig
 
 from stages.backends.backend_api import PartitionGraph
+from stages.closed_sets import MapFindingKind
 from stages.export.debug_handle_pass import assign_debug_handles
-from stages.formats.closed_sets import MapFindingKind
 from stages.formats.etrecord import ETRecord
 from stages.formats.exported_program import load_exported_program
-from stages.formats.graph_handles import iter_operator_nodes
+from stages.handles.graph_handles import iter_operator_nodes
 from stages.lower.map_check import MapShapeError, check_partition_map
 from stages.lower.stage import LoweringError
 from tests.helpers.lowering import export_and_lower

@@ -56,8 +56,8 @@ from stages.analyze.link.linking import (
     logged_outputs,
 )
 from stages.analyze.link.map_check import MapCheck
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 
 Value = Any  # a tensor, a list of tensors, or None for values we do not compare
 

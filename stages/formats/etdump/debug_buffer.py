@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path, declare_digest
 from stages.formats.etdump.records import ETDumpError, ScalarType, TensorRecord
 from stages.formats.written_files import WrittenFiles
+from stages.safe_io.atomic_write import atomic_path, declare_digest
 
 ALIGNMENT = 64
 TRAILER_MAGIC = b"DDBGBUF1"

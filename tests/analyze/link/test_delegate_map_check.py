@@ -14,7 +14,7 @@ import pytest
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.report.terminal_report import format_terminal_report
 from stages.analyze.stage import run_analyze
-from stages.formats.closed_sets import MapFindingKind
+from stages.closed_sets import MapFindingKind
 from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT
 from stages.formats.etrecord import ETRecord

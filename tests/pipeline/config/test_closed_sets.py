@@ -15,8 +15,8 @@ from pipeline.errors import ConfigValueError
 from pipeline.runner import run_pipeline
 from stages.analyze.compare.comparators import BUILTIN
 from stages.analyze.config import ComparatorName
+from stages.backends.fault_injection import FAULT_KINDS
 from stages.backends.xnnpack import XnnpackBackend
-from stages.formats.fault_injection import FAULT_KINDS
 from tests.helpers.cli_runner import run_module
 from tests.helpers.configs import compose_config
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.formats.atomic_write import atomic_path, write_bytes_atomic, write_text_atomic
+from stages.safe_io.atomic_write import atomic_path, write_bytes_atomic, write_text_atomic
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path: Path) -> None:

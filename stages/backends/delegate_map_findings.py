@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.formats.closed_sets import MapFindingKind
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.closed_sets import MapFindingKind
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 ERROR, WARNING = "error", "warning"
 # Errors: results of the partition would be wrong or missing without the check; warnings: legal

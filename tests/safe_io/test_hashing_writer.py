@@ -7,7 +7,7 @@ import io
 import zipfile
 from pathlib import Path
 
-from stages.formats.hashing_writer import HashingWriter, file_sha256
+from stages.safe_io.hashing_writer import HashingWriter, file_sha256
 
 
 def _sha(path: Path) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.formats.digesting_file import DigestingFile
+from stages.safe_io.digesting_file import DigestingFile
 
 
 def _sha256(path: Path) -> str:

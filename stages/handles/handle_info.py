@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from torch.export import ExportedProgram
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle
-from stages.formats.graph_handles import iter_operator_nodes
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DebugHandle
+from stages.handles.graph_handles import iter_operator_nodes
 
 
 @dataclass(frozen=True)

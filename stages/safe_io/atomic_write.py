@@ -13,9 +13,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from stages.formats.file_digests import record_written, sha256_of_new_file
+from stages.safe_io.file_digests import record_written, sha256_of_new_file
 
-# Digests writers computed as they wrote (stages.formats.digesting_file), by temp path.
+# Digests writers computed as they wrote (stages.safe_io.digesting_file), by temp path.
 _declared: dict[Path, str] = {}
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from stages.formats.bounded_zip import BoundedZip, ZipLimitError
-from stages.formats.reproducible_zip import ReproducibleZipFile
+from stages.safe_io.bounded_zip import BoundedZip, ZipLimitError
+from stages.safe_io.reproducible_zip import ReproducibleZipFile
 
 ZIP_MAGIC = b"PK\x03\x04"
 

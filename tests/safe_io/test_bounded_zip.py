@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from stages.formats.bounded_zip import BoundedZip, ZipLimitError
+from stages.safe_io.bounded_zip import BoundedZip, ZipLimitError
 
 
 def _archive(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:

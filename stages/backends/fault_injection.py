@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from stages.formats.closed_sets import FaultKind
-from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.closed_sets import FaultKind
+from stages.handles.debug_handles import DEBUG_HANDLE_META
 
 FAULT_KINDS: tuple[str, ...] = tuple(kind.value for kind in FaultKind)
 # Norm ops whose eps an `epsilon` fault replaces: op -> positional index of eps.

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from stages.formats import payload_search
-from stages.formats.payload_search import find_payloads
+from stages import payload_search
 from stages.formats.shared_weights import MIN_SHARED_BYTES, WeightFile, _matches
+from stages.payload_search import find_payloads
 from tests.helpers.plain_weight_scan import reference_matches
 
 

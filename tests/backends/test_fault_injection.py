@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from stages.formats.fault_injection import apply_output_fault
+from stages.backends.fault_injection import apply_output_fault
 
 
 def test_a_nan_fault_on_a_non_contiguous_output_breaks_one_element() -> None:

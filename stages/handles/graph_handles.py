@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import torch
 from torch.export import ExportedProgram
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DebugHandle
 
 CUSTOM_META = "custom"
 

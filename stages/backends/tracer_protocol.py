@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 
 class EventTracerDebugLogLevel(IntEnum):

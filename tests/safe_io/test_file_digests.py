@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.cache.hard_links import link_or_copy
-from stages.formats import file_digests
-from stages.formats.atomic_write import atomic_path, write_bytes_atomic, write_text_atomic
-from stages.formats.file_digests import file_sha256, known_sha256, read_with_sha256
+from stages.safe_io import file_digests
+from stages.safe_io.atomic_write import atomic_path, write_bytes_atomic, write_text_atomic
+from stages.safe_io.file_digests import file_sha256, known_sha256, read_with_sha256
 
 
 @pytest.fixture(autouse=True)

@@ -80,10 +80,11 @@ def _checked_program(data: bytes, what: str, scratch: Path) -> Path:
 
 def _etrecord_program(etrecord: Path) -> bytes:
     """The reference (exported) program inside an ETRecord."""
-    from stages.formats.etrecord import ETRecord, ETRecordError
+    from stages.formats.etrecord import ETRecordError
+    from stages.handover.etrecord import load_etrecord
 
     try:
-        return ETRecord.load(etrecord).program_bytes()
+        return load_etrecord(etrecord).program_bytes()
     except ETRecordError as exc:
         raise ExploreError(str(exc)) from exc
 

@@ -69,6 +69,7 @@ from stages.analyze.report.trace_export import build_trace, left_out_warning, wr
 from stages.backends.delegate_map_findings import ERROR, MAP_CHECK_KEY
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump.streaming import holds_debug_events
+from stages.handover.etrecord import etrecord_program
 from stages.paused_gc import paused_gc
 from stages.safe_io.atomic_write import write_text_atomic
 
@@ -126,7 +127,7 @@ def _numeric_gap(
     outputs = runtime_outputs(
         logged, buffer.payload, index, str(inputs.debug_buffer_path), map_check
     )
-    program = program or record.exported_program()
+    program = program or etrecord_program(record)
     names = fault_node_names(program.graph_module)
     if not outputs:
         return _Gaps([], [], no_outputs(inputs), node_names=names)
@@ -153,7 +154,7 @@ def _fault_warnings(
         return []
     warnings = [str(w) for w in fault.get("warnings", [])]
     if flows:
-        gm = (program or record.exported_program()).graph_module
+        gm = (program or etrecord_program(record)).graph_module
         warnings += untaken_fault_warnings(cond_sites(gm), flows, fault)
     return warnings
 
@@ -256,7 +257,7 @@ def _recover(
         return index, None
     graphs, source = load_xnnpack_graphs(index, etrecord, pte, wanted)
     record = inputs.etrecord
-    program = record.exported_program() if record is not None and graphs else None
+    program = etrecord_program(record) if record is not None and graphs else None
     return recover_links(index, inputs.etdump, graphs, source, program)
 
 
@@ -291,7 +292,7 @@ def _load_and_link(
     identity = prove_identity(inputs.etdump, inputs.debug_buffer, index, files, record is not None)
     program = None
     if identity.status == UNPROVEN and record is not None:  # check what can be checked
-        program = record.exported_program()
+        program = etrecord_program(record)
         identity = check_logged_outputs(identity, inputs.etdump, index, program)
     parser = resolve_parser(
         cfg.delegate_metadata_parser,

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import torch
 
-from stages.formats.etrecord import pack_etrecord
+from stages.handover.etrecord import pack_etrecord
 from tests.helpers.cli_runner import REPO
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.lowering import export_and_lower
@@ -98,22 +98,22 @@ def _bombs(clean: dict[str, bytes]) -> dict[str, tuple[bytes, str, str]]:
         ),
         "program: program.json inflates 8x, just inside the limits": (
             replace_member(program, "program.json", within_limits_member("program.json")),
-            "stages.formats.program:load_program",
+            "stages.handover.lowered_program:load_program",
             "stages.formats.program:ProgramError",
         ),
         "program: program.json inflates to 1.5 GiB": (
             replace_member(program, "program.json", bomb_member("program.json")),
-            "stages.formats.program:load_program",
+            "stages.handover.lowered_program:load_program",
             "stages.formats.program:ProgramError",
         ),
         "program: constants.pt declares 4 KiB, inflates to 1.5 GiB": (
             replace_member(program, "constants.pt", bomb_member("constants.pt", 4096)),
-            "stages.formats.program:load_program",
+            "stages.handover.lowered_program:load_program",
             "stages.formats.program:ProgramError",
         ),
         "exported.pt2: graph inflates to 1.5 GiB": (
             nested,
-            "stages.formats.exported_program:load_exported_program",
+            "stages.handover.exported_program:load_exported_program",
             "stages.formats.exported_program:ExportedProgramError",
         ),
         "tensor file: data.pkl declares 4 KiB, inflates to 1.5 GiB": (
@@ -169,9 +169,12 @@ def test_zip_bombs_are_refused_fast_and_cheaply(
         cases.append({"name": name, "path": str(path), "loader": loader, "error": error})
     warmups = [
         {"loader": "stages.formats.etrecord:ETRecord.load", "path": str(clean_files["etrecord"])},
-        {"loader": "stages.formats.program:load_program", "path": str(clean_files["program"])},
         {
-            "loader": "stages.formats.exported_program:load_exported_program",
+            "loader": "stages.handover.lowered_program:load_program",
+            "path": str(clean_files["program"]),
+        },
+        {
+            "loader": "stages.handover.exported_program:load_exported_program",
             "path": str(clean_files["pt2"]),
         },
         {"loader": "stages.safe_io.safe_load:load_tensor_file", "path": str(clean_files["inputs"])},

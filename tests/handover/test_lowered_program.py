@@ -11,8 +11,9 @@ import torch
 from omegaconf import DictConfig
 
 import stages.formats.program as program_format
-from stages.formats import program_handover
-from stages.formats.program import Program, ProgramError, load_program
+from stages.formats.program import Program, ProgramError
+from stages.handover import lowered_program as program_handover
+from stages.handover.lowered_program import load_program
 from stages.lower.stage import LowerArtifacts
 from stages.safe_io.atomic_write import write_bytes_atomic
 from tests.helpers.lowering import export_and_lower

@@ -18,9 +18,9 @@ from typing import Any, TypeGuard, cast
 
 import torch
 
-from stages.formats.exported_program import held_exported_tensors
 from stages.formats.shared_weights import WeightFile, shared_payload_names
-from stages.formats.tensor_versions import has_version
+from stages.handover.exported_program import held_exported_tensors
+from stages.handover.tensor_versions import has_version
 from stages.safe_io.bounded_zip import BoundedZip, ZipLimitError
 from stages.safe_io.file_digests import known_sha256_of
 

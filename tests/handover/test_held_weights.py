@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.formats import exported_program as exported_program_format
-from stages.formats.exported_program import remember_exported_program, save_exported_program
-from stages.formats.held_weights import held_weight_file
+from stages.formats.exported_program import save_exported_program
 from stages.formats.shared_weights import MIN_SHARED_BYTES, weight_file_on_disk
+from stages.handover import exported_program as exported_program_format
+from stages.handover.exported_program import remember_exported_program
+from stages.handover.held_weights import held_weight_file
 from stages.safe_io import file_digests
 
 

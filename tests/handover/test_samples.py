@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from stages.formats import samples as samples_module
-from stages.formats.samples import load_samples, save_samples
+from stages.handover.samples import load_samples, save_samples
 
 
 def _written(tmp_path: Path) -> tuple[Path, list[tuple[torch.Tensor, ...]]]:

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from stages.analyze.stage import run_analyze
 from stages.export.stage import run_export
-from stages.formats import exported_program as ep_format
+from stages.handover import exported_program as ep_handover
 from stages.lower.stage import run_lower
 from stages.run.stage import run_run
 
@@ -36,7 +36,7 @@ def test_no_stage_writes_into_the_weights_it_shares(
     fault: list[str],
 ) -> None:
     cfg = tiny_cfg("vit", f"backend={backend}", f"backend.precision={precision}", *fault)
-    ep_format._LOADED.clear()
+    ep_handover._LOADED.clear()
     run_dir = tmp_path / "run"
     exported = run_export(
         OmegaConf.to_object(cfg.model),
@@ -44,8 +44,8 @@ def test_no_stage_writes_into_the_weights_it_shares(
         OmegaConf.to_object(cfg.export),
         run_dir,
     )
-    (kept,) = ep_format._LOADED.values()
-    shared = ep_format._shared_tensors(kept.program)
+    (kept,) = ep_handover._LOADED.values()
+    shared = ep_handover._shared_tensors(kept.program)
     assert shared, "the export stage keeps the program it saved"
     before = [(t._version, t.detach().clone()) for t in shared]
 
@@ -62,7 +62,7 @@ def test_no_stage_writes_into_the_weights_it_shares(
         OmegaConf.to_object(cfg.analyze), ran.etdump, ran.debug_buffer, lowered.etrecord, run_dir
     )
 
-    assert [kept] == list(ep_format._LOADED.values()), "the kept program was never dropped"
+    assert [kept] == list(ep_handover._LOADED.values()), "the kept program was never dropped"
     for tensor, (version, values) in zip(shared, before, strict=True):
         assert tensor._version == version
         assert torch.equal(tensor.detach(), values)  # also writes that bypass the version counter

@@ -11,12 +11,9 @@ import torch
 from torch import nn
 
 from stages.formats import exported_program as ep_format
-from stages.formats.exported_program import (
-    exported_program_bytes,
-    load_exported_program,
-    remember_exported_program,
-    save_exported_program,
-)
+from stages.formats.exported_program import exported_program_bytes, save_exported_program
+from stages.handover import exported_program as ep_handover
+from stages.handover.exported_program import load_exported_program, remember_exported_program
 from stages.safe_io import file_digests
 
 
@@ -42,10 +39,10 @@ def _scale(program: torch.export.ExportedProgram) -> float:
 
 @pytest.fixture(autouse=True)
 def _nothing_kept() -> Iterator[None]:
-    ep_format._LOADED.clear()
+    ep_handover._LOADED.clear()
     file_digests.forget_all()
     yield
-    ep_format._LOADED.clear()
+    ep_handover._LOADED.clear()
 
 
 @pytest.fixture
@@ -100,7 +97,7 @@ def test_one_program_is_kept_and_each_load_gives_its_own(parses: list[str]) -> N
     blobs = [exported_program_bytes(_program(s)) for s in (1.5, 2.5, 3.5)]
     for data in blobs:
         load_exported_program(data)
-    assert len(ep_format._LOADED) == ep_format.LOADED_KEPT == 1
+    assert len(ep_handover._LOADED) == ep_handover.LOADED_KEPT == 1
     outputs = {_scale(load_exported_program(d)) for d in blobs}
     assert outputs == {1.5, 2.5, 3.5}
 

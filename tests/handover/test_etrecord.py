@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from stages.formats import exported_program as ep_format
-from stages.formats.etrecord import ETRecord, ReferencedProgramError
+from stages.formats.etrecord import ReferencedProgramError
+from stages.handover import exported_program as ep_handover
+from stages.handover.etrecord import etrecord_program, load_etrecord
 from stages.lower.stage import LowerArtifacts
 from stages.safe_io.atomic_write import write_bytes_atomic
 from tests.helpers.lowering import export_and_lower
@@ -18,7 +19,7 @@ from tests.helpers.lowering import export_and_lower
 
 @pytest.fixture
 def lowered(tiny_cfg: Callable[..., DictConfig], tmp_path: Path) -> LowerArtifacts:
-    ep_format._LOADED.clear()
+    ep_handover._LOADED.clear()
     _, artifacts = export_and_lower(tiny_cfg("mlp", "backend=xnnpack"), tmp_path / "run")
     return artifacts
 
@@ -27,11 +28,11 @@ def test_the_held_program_is_not_read_and_its_bytes_come_when_asked(
     lowered: LowerArtifacts,
 ) -> None:
     exported = lowered.etrecord.parent / "exported.pt2"
-    record = ETRecord.load(lowered.etrecord)
+    record = load_etrecord(lowered.etrecord)
     assert record.reference_program_bytes is None
 
-    (kept,) = ep_format._LOADED.values()
-    program = record.exported_program()
+    (kept,) = ep_handover._LOADED.values()
+    program = etrecord_program(record)
     for name, tensor in program.state_dict.items():
         assert tensor is kept.program.state_dict[name]  # the held weights, not a new load
     assert record.program_bytes() == exported.read_bytes()
@@ -41,7 +42,7 @@ def test_a_program_replaced_after_loading_is_refused_when_its_bytes_are_asked_fo
     lowered: LowerArtifacts,
 ) -> None:
     exported = lowered.etrecord.parent / "exported.pt2"
-    record = ETRecord.load(lowered.etrecord)
+    record = load_etrecord(lowered.etrecord)
     data = exported.read_bytes()
     write_bytes_atomic(exported, data[:-1] + bytes([data[-1] ^ 1]))
     with pytest.raises(ReferencedProgramError, match="changed after the ETRecord was read"):
@@ -51,6 +52,6 @@ def test_a_program_replaced_after_loading_is_refused_when_its_bytes_are_asked_fo
 def test_a_program_this_process_does_not_hold_is_read_and_checked_at_load(
     lowered: LowerArtifacts,
 ) -> None:
-    ep_format._LOADED.clear()
-    record = ETRecord.load(lowered.etrecord)
+    ep_handover._LOADED.clear()
+    record = load_etrecord(lowered.etrecord)
     assert record.reference_program_bytes == (lowered.etrecord.parent / "exported.pt2").read_bytes()

@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 
 from stages.formats.named_data import NamedData
-from stages.formats.shared_weights import SharedWeightsError, weight_file_beside
-from stages.formats.tensor_versions import tensor_versions
-from stages.formats.written_files import WrittenFiles
+from stages.formats.program import Program, program_from_document, read_program
+from stages.formats.shared_weights import SharedWeightsError, WeightFile, weight_file_beside
+from stages.handover.tensor_versions import tensor_versions
+from stages.handover.written_files import WrittenFiles
 from stages.safe_io.file_digests import file_sha256
 
 
@@ -41,6 +42,34 @@ class SavedProgram:
 
 
 _saved: WrittenFiles[SavedProgram] = WrittenFiles()
+
+
+def save_program(program: Program, path: Path, weights: WeightFile | None = None) -> str:
+    """Write atomically and return the file's sha256 (`Program.write`), and keep what was written
+    for the run stage of this invocation."""
+    path = Path(path)
+    written = program.write(path, weights)
+    keep_saved(
+        path,
+        written.document,
+        program.constant_tensors,
+        program.delegate_blobs,
+        written.weights,
+        program.named_data,
+    )
+    return written.sha256
+
+
+def load_program(path: Path) -> Program:
+    """Read and validate a lowered program; every problem is a ProgramError naming the file.
+    The program the lower stage of this process saved at `path` comes from memory."""
+    path = Path(path)
+    saved = take_saved(path)
+    if saved is not None:
+        return program_from_document(
+            saved.document, saved.constant_tensors, saved.delegate_blobs, saved.named_data, path
+        )
+    return read_program(path)
 
 
 def keep_saved(

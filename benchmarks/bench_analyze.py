@@ -23,7 +23,8 @@ from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
 from stages.analyze.compare.comparators import build_comparators
-from stages.analyze.compare.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.compare.numeric_gap import compute_numeric_gap
+from stages.analyze.compare.runtime_outputs import runtime_outputs
 from stages.analyze.link.linking import ProgramIndex
 from stages.formats.etdump import read_etdump
 from stages.handover.etrecord import etrecord_program, load_etrecord

@@ -204,24 +204,7 @@ class ETRecord:
                 f"{path} records one method, 'forward' (this tool's ETRecord); "
                 f"analyze.method={method!r} names none of it"
             )
-        missing = [m for m in _REQUIRED if m not in names]
-        if len(missing) == len(_REQUIRED):  # no member of ours: not this format at all
-            shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
-            raise ETRecordError(
-                f"{path}: not an ETRecord: the zip has neither ExecuTorch's marker member "
-                f"ETRECORD_V0 nor this tool's {VERSION_MEMBER} (it holds {shown}); a truncated "
-                "or partly copied file reads like this: write or copy it again"
-            )
-        if missing:
-            raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
-        marker = _json(archive, VERSION_MEMBER, path)
-        if not isinstance(marker, dict) or marker.get("format") != ETRECORD_FORMAT:
-            raise ETRecordError(f"{path}: {VERSION_MEMBER} does not mark an ETRecord")
-        if marker.get("version") != ETRECORD_VERSION:
-            raise ETRecordError(
-                f"{path}: ETRecord version {marker.get('version')!r} is not supported "
-                f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
-            )
+        marker = _checked_marker(archive, names, path)
         program, program_file, sha256, source = _reference_program(
             archive, names, path, program_path, holds_program
         )
@@ -253,6 +236,29 @@ class ETRecord:
             program_sha256=sha256,
             program_source=source,
         )
+
+
+def _checked_marker(archive: BoundedZip, names: set[str], path: Path) -> dict[str, Any]:
+    """The version marker of this tool's ETRecord, after its required members are found."""
+    missing = [m for m in _REQUIRED if m not in names]
+    if len(missing) == len(_REQUIRED):  # no member of ours: not this format at all
+        shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
+        raise ETRecordError(
+            f"{path}: not an ETRecord: the zip has neither ExecuTorch's marker member "
+            f"ETRECORD_V0 nor this tool's {VERSION_MEMBER} (it holds {shown}); a truncated "
+            "or partly copied file reads like this: write or copy it again"
+        )
+    if missing:
+        raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
+    marker = _json(archive, VERSION_MEMBER, path)
+    if not isinstance(marker, dict) or marker.get("format") != ETRECORD_FORMAT:
+        raise ETRecordError(f"{path}: {VERSION_MEMBER} does not mark an ETRecord")
+    if marker.get("version") != ETRECORD_VERSION:
+        raise ETRecordError(
+            f"{path}: ETRecord version {marker.get('version')!r} is not supported "
+            f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
+        )
+    return marker
 
 
 def _reference_program(

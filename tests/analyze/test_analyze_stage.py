@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from stages.analyze.compare.comparators import build_comparators
-from stages.analyze.compare.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.compare.numeric_gap import compute_numeric_gap
+from stages.analyze.compare.runtime_outputs import runtime_outputs
 from stages.analyze.compare.verdict import VerdictConfigError, decide
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.event_table import EVENT_COLUMNS, TimeUnitError

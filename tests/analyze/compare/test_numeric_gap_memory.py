@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from stages.analyze.compare.comparators import build_comparators
-from stages.analyze.compare.numeric_gap import WalkStats, numeric_gap_and_flow, runtime_outputs
+from stages.analyze.compare.numeric_gap import numeric_gap_and_flow
+from stages.analyze.compare.runtime_outputs import runtime_outputs
+from stages.analyze.compare.sample_walk import WalkStats
 from stages.analyze.link.linking import ProgramIndex
 from stages.formats.etdump import read_debug_buffer, read_etdump
 from stages.handover.etrecord import etrecord_program, load_etrecord

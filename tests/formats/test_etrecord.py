@@ -6,16 +6,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.export.debug_handle_pass import assign_debug_handles
-from stages.formats import etrecord as etrecord_module
 from stages.formats.etrecord import ETRecordError
 from stages.handover.etrecord import (
     etrecord_program,
-    generate_etrecord,
     load_etrecord,
     save_etrecord,
 )
-from stages.safe_io.atomic_write import write_bytes_atomic
+from tests.helpers.tiny_etrecord import write_tiny_etrecord
 
 
 class _Evil:
@@ -25,14 +22,7 @@ class _Evil:
 
 @pytest.fixture
 def etrecord_path(tmp_path: Path) -> Path:
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
-    program = torch.export.export(model, (torch.randn(1, 4),))
-    assign_debug_handles(program)
-    x = (torch.randn(1, 4),)
-    generate_etrecord(
-        tmp_path / "etrecord.zip", program, [x], [(model(*x).detach(),)], model_name="tiny"
-    )
-    return tmp_path / "etrecord.zip"
+    return write_tiny_etrecord(tmp_path / "etrecord.zip")
 
 
 def _rewrite(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
@@ -129,30 +119,3 @@ def test_by_reference_round_trip_keeps_the_reference(etrecord_path: Path, tmp_pa
         load_etrecord(run_dir / "etrecord.zip")
     explicit = load_etrecord(run_dir / "etrecord.zip", program=run_dir / "renamed.pt2")
     assert explicit.handles == record.handles
-
-
-def test_the_etrecord_just_saved_is_taken_from_memory_while_it_and_its_program_are_unchanged(
-    etrecord_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The analysis of the process that saved an ETRecord gets a copy of it instead of reading
-    the file; a changed file, or a program file gone, is read (and refused) as from disk."""
-    record = load_etrecord(etrecord_path)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    program = run_dir / "exported.pt2"
-    write_bytes_atomic(program, record.program_bytes())  # hashed as written, like export's
-    record.program_file, record.program_source = "exported.pt2", program
-    save_etrecord(record, run_dir / "etrecord.zip")
-    with monkeypatch.context() as patch:
-        patch.setattr(etrecord_module, "BoundedZip", _refuse_reading)
-        taken = load_etrecord(run_dir / "etrecord.zip")
-        taken.handles.clear()  # a copy: the next reader still gets the handles
-        assert load_etrecord(run_dir / "etrecord.zip").handles == record.handles
-    assert taken.program_fingerprint == record.program_fingerprint
-    program.rename(run_dir / "renamed.pt2")
-    with pytest.raises(ETRecordError, match="does not exist"):
-        load_etrecord(run_dir / "etrecord.zip")
-
-
-def _refuse_reading(path: Path, where: str) -> None:
-    raise AssertionError(f"{where} was read from disk")

@@ -1,5 +1,6 @@
-"""An ETRecord that refers to a program this process holds (the export stage's) is loaded without
-reading that program again; its bytes are read, and verified, only when asked for."""
+"""The ETRecord this process saved comes back from memory while it and its program are unchanged;
+one that refers to a program this process holds (the export stage's) is loaded without reading
+that program again, its bytes read, and verified, only when asked for."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from stages.formats.etrecord import ReferencedProgramError
+from stages.formats import etrecord as etrecord_module
+from stages.formats.etrecord import ETRecordError, ReferencedProgramError
 from stages.handover import exported_program as ep_handover
-from stages.handover.etrecord import etrecord_program, load_etrecord
+from stages.handover.etrecord import etrecord_program, load_etrecord, save_etrecord
 from stages.lower.stage import LowerArtifacts
 from stages.safe_io.atomic_write import write_bytes_atomic
 from tests.helpers.lowering import export_and_lower
+from tests.helpers.tiny_etrecord import write_tiny_etrecord
 
 
 @pytest.fixture
@@ -55,3 +58,35 @@ def test_a_program_this_process_does_not_hold_is_read_and_checked_at_load(
     ep_handover._LOADED.clear()
     record = load_etrecord(lowered.etrecord)
     assert record.reference_program_bytes == (lowered.etrecord.parent / "exported.pt2").read_bytes()
+
+
+@pytest.fixture
+def etrecord_path(tmp_path: Path) -> Path:
+    return write_tiny_etrecord(tmp_path / "etrecord.zip")
+
+
+def test_the_etrecord_just_saved_is_taken_from_memory_while_it_and_its_program_are_unchanged(
+    etrecord_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The analysis of the process that saved an ETRecord gets a copy of it instead of reading
+    the file; a changed file, or a program file gone, is read (and refused) as from disk."""
+    record = load_etrecord(etrecord_path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    program = run_dir / "exported.pt2"
+    write_bytes_atomic(program, record.program_bytes())  # hashed as written, like export's
+    record.program_file, record.program_source = "exported.pt2", program
+    save_etrecord(record, run_dir / "etrecord.zip")
+    with monkeypatch.context() as patch:
+        patch.setattr(etrecord_module, "BoundedZip", _refuse_reading)
+        taken = load_etrecord(run_dir / "etrecord.zip")
+        taken.handles.clear()  # a copy: the next reader still gets the handles
+        assert load_etrecord(run_dir / "etrecord.zip").handles == record.handles
+    assert taken.program_fingerprint == record.program_fingerprint
+    program.rename(run_dir / "renamed.pt2")
+    with pytest.raises(ETRecordError, match="does not exist"):
+        load_etrecord(run_dir / "etrecord.zip")
+
+
+def _refuse_reading(path: Path, where: str) -> None:
+    raise AssertionError(f"{where} was read from disk")

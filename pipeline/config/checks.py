@@ -8,7 +8,7 @@ from pipeline.config.backend_option import check_backend_class
 from pipeline.config.op_override_checks import check_override_support
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
-from stages.formats.closed_sets import FaultKind
+from stages.closed_sets import FaultKind
 
 
 def check_gap_metric(cfg: DictConfig) -> None:

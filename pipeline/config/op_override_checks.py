@@ -53,7 +53,7 @@ def check_override_names(cfg: DictConfig, exported_program: Path) -> None:
         return
     if not exported_program.is_file():
         return  # the lower stage's own input check reports the missing program
-    from stages.formats.exported_program import load_exported_program
+    from stages.handover.exported_program import load_exported_program
     from stages.lower.op_overrides import UnknownOpError, resolve_overrides
 
     program = load_exported_program(exported_program)

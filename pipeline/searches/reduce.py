@@ -27,7 +27,7 @@ from stages.export.subgraph_cut import (
     write_cut,
 )
 from stages.formats.artifacts import ArtifactName
-from stages.formats.samples import load_samples
+from stages.handover.samples import load_samples
 
 REPRO_DIR = "repro"
 _CUT_FILES = (ArtifactName.EXPORTED_PROGRAM, ArtifactName.INPUTS, ArtifactName.REFERENCE_OUTPUTS)
@@ -102,6 +102,15 @@ def _repro(sweep_dir: Path, cut: CutProgram, overrides: list[str], base: list[st
     return [*command_prefix(), *options, *kept, f"hydra.run.dir={target}"]
 
 
+def _prove(runner: TrialRunner, sweep_dir: Path, overrides: list[str]) -> TrialOutcome:
+    """The proving re-run: the repro's files in a trial dir of their own, nothing cached."""
+    proving_dir = runner.next_job_dir()
+    proving_dir.mkdir(parents=True, exist_ok=True)
+    for name in _CUT_FILES:
+        shutil.copyfile(sweep_dir / REPRO_DIR / name, proving_dir / name)
+    return runner.run([[*overrides, "cache=false"]], reuse=False)[0]
+
+
 def reduce_search(runner: TrialRunner, config: DictConfig, sweep_dir: Path) -> SearchResult:
     """Cut, bisect, write the repro, re-run it once (cold) to prove it."""
     baseline = runner.run([[]])[0]
@@ -139,11 +148,7 @@ def reduce_search(runner: TrialRunner, config: DictConfig, sweep_dir: Path) -> S
         raise SearchError(f"the cut of ops {start}..{end} failed before and cannot be written")
     overrides = cuts.overrides(cut, start, end)
     command = _repro(sweep_dir, cut, overrides, runner.base)
-    proving_dir = runner.next_job_dir()  # the proving re-run: the repro's files, nothing cached
-    proving_dir.mkdir(parents=True, exist_ok=True)
-    for name in _CUT_FILES:
-        shutil.copyfile(sweep_dir / REPRO_DIR / name, proving_dir / name)
-    proof = runner.run([[*overrides, "cache=false"]], reuse=False)[0]
+    proof = _prove(runner, sweep_dir, overrides)
     result: dict[str, Any] = {
         "stages": ["lower", "run", "analyze"],
         "hydra.run.dir": str(sweep_dir / REPRO_DIR),

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.searches.outcomes import TrialOutcome
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 SEARCH_JSON = "search.json"
 

@@ -12,7 +12,7 @@ from typing import Any
 from stages.analyze.link.event_table import write_csv
 from stages.analyze.report.model_explorer_overlay import EXACT_SNR_DB, Overlay, encode_overlay
 from stages.analyze.report.plots import plot_sensitivity
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 COLUMNS = ("op", "snr_only_low_db", "snr_only_float_db", "met_only_float")
 _GRADIENT = (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.searches.outcomes import TrialOutcome, read_outcome
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 
 class TrialBudgetSpent(Exception):

@@ -14,7 +14,7 @@ import torch
 from stages.backends.backend_api import PartitionGraph
 from stages.backends.kernel_plan import KernelPlan
 from stages.backends.precision_emulation import int8_scale
-from stages.formats.closed_sets import Precision
+from stages.closed_sets import Precision
 
 
 def _kept(plan: KernelPlan, partition: PartitionGraph) -> bool:

@@ -18,10 +18,11 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.export.exporter import export_model
+from stages.export.reference_capture import capture_node_outputs, program_outputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.exported_program import save_exported_program
-from stages.formats.reference_capture import capture_node_outputs, program_outputs
-from stages.formats.samples import Samples, save_samples
+from stages.formats.samples import Samples
+from stages.handover.samples import save_samples
 
 
 class SubgraphCutError(ValueError):
@@ -163,6 +164,6 @@ def op_index(program: ExportedProgram, names: list[str]) -> int | None:
 
 def load_for_cut(path: Path) -> Any:
     """The exported program a search cuts from (the project's safe loader)."""
-    from stages.formats.exported_program import load_exported_program
+    from stages.handover.exported_program import load_exported_program
 
     return load_exported_program(path)

@@ -18,8 +18,9 @@ import torch
 from stages.analyze.compare.comparators import SNR, Comparator
 from stages.analyze.compare.verdict import finite
 from stages.analyze.load.loading import AnalysisInputs
+from stages.export.reference_capture import program_outputs
 from stages.formats.etdump import ETDumpData, ValueType, tensor_from_buffer
-from stages.formats.reference_capture import program_outputs
+from stages.handover.etrecord import etrecord_program
 
 # summary.json key of the accuracy record.
 ACCURACY_KEY = "accuracy"
@@ -188,7 +189,7 @@ def run_accuracy(inputs: AnalysisInputs, metric: Comparator, config: Any) -> dic
     references = record.reference_outputs
     if logged and not references and record.representative_inputs:
         # ExecuTorch's ETRecord has inputs but no outputs: the reference program computes them.
-        program = record.exported_program()
+        program = etrecord_program(record)
         references = [program_outputs(program, s) for s in record.representative_inputs]
     return measure_accuracy(logged, references, metric, budget)
 

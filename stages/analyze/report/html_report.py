@@ -10,7 +10,7 @@ from typing import Any
 
 from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
 from stages.analyze.report.terminal_report import identity_note
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}

@@ -106,6 +106,7 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
         "debug_handle": fault.debug_handle,
         "kind": fault.kind,
         "value": fault.value,
+        **({"from_step": fault.from_step} if fault.from_step else {}),
     }
     try:
         resolved = resolve_fault_node(program.graph_module, requested)

@@ -21,6 +21,7 @@ from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.executorch_program import is_executorch_program
 from stages.formats.file_digests import file_sha256
+from stages.formats.generation_signature import load_signature
 from stages.formats.program import load_program
 from stages.formats.program_handover import holds_saved
 from stages.formats.samples import load_samples, save_samples
@@ -29,6 +30,7 @@ from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
 from stages.run.executor import Executor
+from stages.run.generation import check_capture_options, generate, step_input_samples
 from stages.run.iteration_budget import IterationBudget, IterationBudgetError
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class RunArtifacts:
     debug_buffer: Path
     outputs: Path
     metrics: dict[str, float] = field(default_factory=dict)
+    step_inputs: Path | None = None  # a generation's captured steps' inputs
 
 
 def _level(table: Mapping[str, int], value: str, option: str) -> int:
@@ -153,8 +156,15 @@ def _capture(
     return outputs
 
 
-def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) -> RunArtifacts:
-    """Warm up, time `runtime.iterations` executions, capture intermediates apart, write files."""
+def run_run(
+    runtime: RuntimeConfig,
+    program: Path,
+    inputs: Path,
+    run_dir: Path,
+    generation: Path | None = None,
+) -> RunArtifacts:
+    """Warm up, time `runtime.iterations` executions, capture intermediates apart, write files;
+    with `generation` (generation.json), a greedy generation instead (stages.run.generation)."""
     debug_level = EventTracerDebugLogLevel(
         _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
     )
@@ -182,6 +192,10 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         ),
     )
     executor = _load_traced(program, runtime, tracer)
+    if generation is not None:
+        return _run_generation(
+            runtime, debug_level, executor, samples[0], generation, tracer, run_dir
+        )
     # The capture executions come first and are the warm-up: the kernels, caches and allocator
     # are as warm after them as after an untraced execution, and the timed ones log no tensor.
     outputs = _capture(executor, samples, debug_level, tracer)
@@ -249,3 +263,37 @@ def _run_executorch(
     save_samples(run.outputs, outputs_path)
     metrics = _metrics(budget.done, run.etdump, etdump_bytes, debug_path.stat().st_size)
     return RunArtifacts(etdump_path, debug_path, outputs_path, metrics=metrics)
+
+
+def _run_generation(
+    runtime: RuntimeConfig,
+    debug_level: EventTracerDebugLogLevel,
+    executor: Executor,
+    prompt: tuple[torch.Tensor, ...],
+    generation: Path,
+    tracer: EventTracer,
+    run_dir: Path,
+) -> RunArtifacts:
+    """Warm-up prefills untraced, then the generation; the ETDump, debug buffer, the generated
+    tokens (run_outputs.pt) and the captured steps' inputs (step_inputs.pt)."""
+    check_capture_options(runtime.generate)
+    signature = load_signature(generation)
+    for _ in range(runtime.warmup):
+        executor.execute(prompt)
+    run = generate(executor, prompt, signature, runtime.generate, debug_level, tracer)
+    _report_skipped(tracer)
+    etdump_path, debug_path = run_dir / ArtifactName.ETDUMP, run_dir / ArtifactName.DEBUG_BUFFER
+    data = tracer.etdump()
+    etdump_bytes, debug_bytes = tracer.write_etdump(etdump_path, debug_path)
+    outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
+    save_samples([(torch.tensor([run.tokens], dtype=torch.int64),)], outputs_path)
+    save_samples(step_input_samples(run), run_dir / ArtifactName.STEP_INPUTS)
+    metrics = _metrics(signature.steps, data, etdump_bytes, debug_bytes)
+    metrics["captured_steps"] = float(len(run.captured))
+    return RunArtifacts(
+        etdump_path,
+        debug_path,
+        outputs_path,
+        metrics=metrics,
+        step_inputs=run_dir / ArtifactName.STEP_INPUTS,
+    )

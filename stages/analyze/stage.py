@@ -24,6 +24,9 @@ from stages.analyze.compare.verdict import (
 )
 from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
+from stages.analyze.generation.entry import focused_inputs, generation_analysis
+from stages.analyze.generation.step_gaps import GapOptions
+from stages.analyze.generation.summary import add_generation, generation_metrics
 from stages.analyze.link.control_flow import CondRecord, cond_sites, untaken_fault_warnings
 from stages.analyze.link.event_table import EVENT_COLUMNS, build_event_rows, event_record, write_csv
 from stages.analyze.link.input_warnings import input_warnings
@@ -90,6 +93,7 @@ class AnalyzeArtifacts:
     plots: tuple[Path, ...]
     overlays: tuple[Path, ...] = ()  # Model Explorer node-data files
     metrics: dict[str, float] = field(default_factory=dict)
+    generation_tables: tuple[Path, ...] = ()  # a generation's per-step CSVs
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -115,6 +119,7 @@ def _numeric_gap(
     program: ExportedProgram | None,
     map_check: MapCheck | None = None,
     floor_units: float = 0.0,
+    samples: list[Any] | None = None,
 ) -> _Gaps:
     """Gap rows and cond records, or none and why they cannot be computed; and a note when every
     input-dependent output differs (the run's inputs may not be the ETRecord's)."""
@@ -133,11 +138,12 @@ def _numeric_gap(
     groups, rows, flows = numeric_gap_and_flow(
         outputs,
         program,
-        record.representative_inputs,
+        record.representative_inputs if samples is None else samples,
         comparators,
         tie_tolerance(index.precision),
         index.precision,
         floor_units,
+        calibration=record.representative_inputs,
     )
     differ, compared = every_output_differs(rows, groups, program)
     note = inputs_note(differ, compared, str(inputs.etrecord_path))
@@ -370,6 +376,7 @@ def _compare(
     gap_comparator: Any,
     threshold: float,
     budget: VerdictBudget,
+    samples: list[Any] | None = None,
 ) -> tuple[_Gaps, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
     found = _numeric_gap(
@@ -379,6 +386,7 @@ def _compare(
         linked.program,
         linked.map_check,
         budget.floor_units,
+        samples,
     )
     gap_rows, flows, note = found.rows, found.flows, found.inputs_note
     reason = found.not_evaluated.why if found.not_evaluated is not None else ""
@@ -490,8 +498,10 @@ def run_analyze(
     etrecord: Path | None,
     run_dir: Path,
     pte: Path | None = None,
+    step_inputs: Path | None = None,
 ) -> AnalyzeArtifacts:
-    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
+    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (for a
+    generation, per step too: stages.analyze.generation; its tables show the first diverging step)."""
     started = time.perf_counter()
     bounded_options(cfg)
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
@@ -508,7 +518,24 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    found, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold, budget)
+    options = GapOptions(
+        comparators,
+        gap_comparator,
+        threshold,
+        budget,
+        tie_tolerance(index.precision),
+        record.representative_inputs if record is not None else [],
+    )
+    generation = generation_analysis(
+        inputs, index, linked.map_check, linked.program, options, step_inputs
+    )
+    compared, samples = linked, None
+    if generation is not None and generation.focus_inputs is not None:
+        compared = replace(linked, inputs=focused_inputs(inputs, generation))
+        samples = [generation.focus_inputs]
+    found, verdict, gaps = _compare(
+        compared, comparators, gap_comparator, threshold, budget, samples
+    )
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
 
@@ -528,6 +555,8 @@ def run_analyze(
     _link_facts(summary, verdict, found, linked, events)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
+    tables = add_generation(summary, generation, run_dir)
+    plots += [p for p in tables if p.suffix == ".svg"]
     trace_path = run_dir / ArtifactName.TRACE_JSON
     trace = build_trace(inputs.etdump, index, _trace_gaps(gaps, metric), cfg.trace_iterations)
     write_trace(trace_path, trace)
@@ -550,5 +579,6 @@ def run_analyze(
         report=report_path,
         plots=tuple(plots),
         overlays=graph.overlays,
-        metrics=_metrics(clean(summary), verdict, gap_seconds),
+        metrics=_metrics(clean(summary), verdict, gap_seconds) | generation_metrics(generation),
+        generation_tables=tuple(p for p in tables if p.suffix == ".csv"),
     )

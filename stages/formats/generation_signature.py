@@ -9,9 +9,12 @@ stage writes this record (generation.json); lower puts it in the ETRecord; run a
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from stages.formats.atomic_write import write_text_atomic
 
@@ -73,3 +76,22 @@ def load_signature(path: Path) -> GenerationSignature:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise GenerationSignatureError(f"{path}: not JSON ({exc})") from exc
     return signature_from(record, str(path))
+
+
+def next_step_inputs(
+    inputs: tuple[torch.Tensor, ...], outputs: Sequence[torch.Tensor], token: int
+) -> tuple[torch.Tensor, ...]:
+    """The decode step after one that took `inputs` and returned `outputs`: `token` at the
+    position after the step's last one, and the updated caches (outputs after the logits)."""
+    position = int(inputs[1][-1]) + 1
+    return (
+        torch.tensor([[token]], dtype=torch.int64),
+        torch.tensor([position], dtype=torch.int64),
+        *outputs[1:],
+    )
+
+
+def greedy_token(logits: torch.Tensor) -> int:
+    """The next token: argmax of the last position's logits (`[1, n, vocab]` or `[1, vocab]`)."""
+    last = logits[0, -1] if logits.dim() == 3 else logits[0]
+    return int(last.argmax())

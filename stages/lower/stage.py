@@ -35,6 +35,8 @@ from stages.formats.executorch_program import is_executorch_backend
 from stages.formats.exported_program import holds_exported_program, load_exported_program
 from stages.formats.fault_injection import FAULT_KINDS, fault_hits
 from stages.formats.file_digests import known_sha256, read_with_sha256
+from stages.formats.generation_signature import ETRECORD_KEY as GENERATION_KEY
+from stages.formats.generation_signature import load_signature
 from stages.formats.graph_handles import iter_operator_nodes
 from stages.formats.held_weights import held_weight_file
 from stages.formats.program import (
@@ -386,6 +388,13 @@ def _exported_program(path: Path) -> tuple[ExportedProgram, _ExportedFile]:
     return load_exported_program(data, str(path), sha256), _ExportedFile(path, data, sha256)
 
 
+def _generation_info(generation: Path | None) -> dict[str, Any]:
+    """The ETRecord's record of a generation program's signature (none for a plain program)."""
+    if generation is None:
+        return {}
+    return {GENERATION_KEY: load_signature(generation).record()}
+
+
 def run_lower(
     backend: BackendConfig,
     exported_program: Path,
@@ -393,8 +402,10 @@ def run_lower(
     reference_outputs: Path,
     run_dir: Path,
     model_name: str = "",
+    generation: Path | None = None,
 ) -> LowerArtifacts:
-    """Partition, preprocess each partition, write the program and the complete ETRecord."""
+    """Partition, preprocess each partition, write the program and the complete ETRecord (with
+    `generation`, generation.json's signature in its lowering info)."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
         pte, lowering_json, et_record, metrics = lower_with_executorch(
             backend, exported_program, inputs, run_dir, model_name
@@ -435,7 +446,8 @@ def run_lower(
         model_name=model_name,
         lowered=lowered,
         delegate_maps=maps,
-        lowering_info={k: v for k, v in report.items() if k != "partitions"},
+        lowering_info={k: v for k, v in report.items() if k != "partitions"}
+        | _generation_info(generation),
     )
     metrics = _lower_metrics(program, parts, maps, (lowering_seconds, load_seconds), fault)
     return LowerArtifacts(

@@ -16,7 +16,11 @@ import torch
 
 from stages.formats.etdump.records import CAPTURE_BLOCK, TIMED_BLOCK
 from stages.formats.fault_injection import generation_step
-from stages.formats.generation_signature import GenerationSignature
+from stages.formats.generation_signature import (
+    GenerationSignature,
+    greedy_token,
+    next_step_inputs,
+)
 from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.progress_display import ProgressDisplay
 from stages.run.config import GenerateConfig
@@ -57,17 +61,6 @@ class GenerationRun:
 
     tokens: list[int] = field(default_factory=list)
     captured: list[tuple[int, Sample]] = field(default_factory=list)
-
-
-def next_inputs(inputs: Sample, outputs: list[torch.Tensor], token: int) -> Sample:
-    """The decode step after one that took `inputs` and returned `outputs`: the chosen token at
-    the position after the last one, and the updated caches."""
-    position = int(inputs[1][-1]) + 1
-    return (
-        torch.tensor([[token]], dtype=torch.int64),
-        torch.tensor([position], dtype=torch.int64),
-        *outputs[1:],
-    )
 
 
 def _capture_step(
@@ -122,9 +115,9 @@ def generate(
                     run.captured.append((step, inputs))
                 log_logits = level >= EventTracerDebugLogLevel.PROGRAM_OUTPUTS
                 outputs = _timed_step(executor, inputs, step, log_logits, tracer)
-            token = int(outputs[0][0, -1].argmax())
+            token = greedy_token(outputs[0])
             run.tokens.append(token)
-            inputs = next_inputs(inputs, outputs, token)
+            inputs = next_step_inputs(inputs, outputs, token)
             progress.advance()
     return run
 

@@ -901,6 +901,7 @@ def numeric_gap_and_flow(
     floor_units: float = 0.0,
     stats: WalkStats | None = None,
     release_values: bool = True,
+    calibration: Sequence[Sequence[torch.Tensor]] | None = None,
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
@@ -913,7 +914,8 @@ def numeric_gap_and_flow(
     The program is walked once, every sample in step, in topological order: a group is compared
     as soon as its last node is evaluated, and each reference value is released after its last
     reader (`release_values=False` keeps them all, to check that releasing changes nothing);
-    `stats` receives how many values were held at once."""
+    `stats` receives how many values were held at once; int8 scales are calibrated on
+    `calibration` (default: `samples`), the representative inputs the lower stage used."""
     graph = program.graph_module.graph
     sites = cond_sites(program.graph_module)
     records = [_cond_record(s) for s in sites]
@@ -925,7 +927,7 @@ def numeric_gap_and_flow(
     for out in outputs:
         by_sample.setdefault(out.sample, []).append(out)
     anchor_of = _anchor_finder(groups, group_of)
-    emulation = _emulation(program, samples, precision)
+    emulation = _emulation(program, samples if calibration is None else calibration, precision)
     walks = [
         _SampleWalk(program, samples[sample], sample_outputs, anchor_of, groups, group_of)
         for sample, sample_outputs in sorted(by_sample.items())

@@ -5,6 +5,8 @@ KV cache passed in and returned (`stages.export.generation` exports it for prefi
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -55,7 +57,16 @@ class GQAttention(nn.Module):
             "mask", torch.full((seq_len, seq_len), float("-inf")).triu(1), persistent=False
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        input_pos: torch.Tensor | None = None,
+        k_cache: torch.Tensor | None = None,
+        v_cache: torch.Tensor | None = None,
+    ) -> Any:
+        """Fixed-length causal attention; with `input_pos` and caches, one cached step."""
+        if input_pos is not None and k_cache is not None and v_cache is not None:
+            return self.step(x, input_pos, k_cache, v_cache)
         b, n, _ = x.shape
         q = self.wq(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -117,14 +128,23 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = RMSNorm(dim)
         self.ffn = SwiGLU(dim, hidden)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        input_pos: torch.Tensor | None = None,
+        k_cache: torch.Tensor | None = None,
+        v_cache: torch.Tensor | None = None,
+    ) -> Any:
+        """The fixed-length layer; with `input_pos` and caches, one cached step."""
+        if input_pos is not None and k_cache is not None and v_cache is not None:
+            return self.step(x, input_pos, k_cache, v_cache)
         x = x + self.attn(self.attn_norm(x))
         return x + self.ffn(self.ffn_norm(x))
 
     def step(
         self, x: torch.Tensor, input_pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        attended, k_cache, v_cache = self.attn.step(self.attn_norm(x), input_pos, k_cache, v_cache)
+        attended, k_cache, v_cache = self.attn(self.attn_norm(x), input_pos, k_cache, v_cache)
         x = x + attended
         return x + self.ffn(self.ffn_norm(x)), k_cache, v_cache
 
@@ -165,7 +185,7 @@ class TinyLLM(nn.Module):
         x = self.embed(tokens)
         updated: list[torch.Tensor] = []
         for index, layer in enumerate(self.layers):
-            x, k_cache, v_cache = layer.step(x, input_pos, caches[2 * index], caches[2 * index + 1])
+            x, k_cache, v_cache = layer(x, input_pos, caches[2 * index], caches[2 * index + 1])
             updated += [k_cache, v_cache]
         return (self.lm_head(self.norm(x)), *updated)
 

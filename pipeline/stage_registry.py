@@ -88,7 +88,7 @@ def _call_export(cfg: DictConfig, run_dir: Path) -> Any:
         _to_object(cfg.inputs),
         _to_object(cfg.export),
         run_dir,
-        generation_lengths(cfg),
+        (generation_lengths(cfg) or (None, 0))[0],
     )
 
 
@@ -173,7 +173,7 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
 STAGES: dict[str, StageSpec] = {
     "export": StageSpec(
         "export",
-        ("model", "inputs", "export", "runtime.generate"),
+        ("model", "inputs", "export", "runtime.generate.prompt_tokens"),
         "stages.export.stage",
         _export_inputs,
         _export_optional,

@@ -18,7 +18,7 @@ from torch.export import Dim, ExportedProgram
 
 from stages.export.config import InputsConfig, ModelConfig
 from stages.export.exporter import export_model
-from stages.formats.generation_signature import GenerationSignature
+from stages.formats.generation_signature import GenerationSignature, check_length
 
 Sample = tuple[torch.Tensor, ...]
 
@@ -64,35 +64,20 @@ def prompt_sample(
     return (tokens, torch.arange(prompt, dtype=torch.int64), *caches)
 
 
-def check_length(prompt_tokens: int, new_tokens: int, max_len: int, where: str) -> str:
-    """Why the prompt and the decode steps do not fit the cache ('' when they do)."""
-    if prompt_tokens < 1 or new_tokens < 0:
-        return "runtime.generate.prompt_tokens must be >= 1 and runtime.generate.new_tokens >= 0"
-    needed = prompt_tokens + new_tokens
-    if needed > max_len:
-        return (
-            f"runtime.generate.prompt_tokens={prompt_tokens} + new_tokens={new_tokens} = "
-            f"{needed} positions do not fit the KV cache of {max_len} ({where}): shorten the "
-            "generation or lengthen the cache"
-        )
-    return ""
-
-
 def export_for_generation(
     module: nn.Module,
     model: ModelConfig,
     inputs: InputsConfig,
-    lengths: tuple[int, int],
+    prompt: int,
     *,
     strict: bool,
     error_log: Path,
 ) -> tuple[ExportedProgram, Sample, GenerationSignature]:
     """The step program (token count dynamic up to the cache length), the prefill sample and
-    the generation signature; `lengths` are the prompt's tokens and the decode steps."""
-    prompt, new = lengths
+    the generation signature; `prompt` is the prompt's length in tokens."""
     named = _caches(module, model.name)
     max_len = int(named[0][1].shape[2]) if named else 0
-    problem = check_length(prompt, new, max_len, f"model '{model.name}'")
+    problem = check_length(prompt, 0, max_len, f"model '{model.name}'")
     if problem:
         raise GenerationError(problem)
     caches = [tensor for _, tensor in named]
@@ -116,7 +101,6 @@ def export_for_generation(
         tuple(name for name, _ in named),
         max_len,
         prompt,
-        new,
         vocab,
     )
     return program, sample, signature

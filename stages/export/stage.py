@@ -43,7 +43,7 @@ def _export(
     inputs: InputsConfig,
     export: ExportConfig,
     run_dir: Path,
-    generate: tuple[int, int] | None,
+    generate: int | None,
 ) -> tuple[ExportedProgram, list[tuple[torch.Tensor, ...]], GenerationSignature | None]:
     """The program and its representative inputs; for a generation (prompt tokens, decode
     steps), the step program with its KV cache, the prefill's inputs and the signature."""
@@ -70,10 +70,10 @@ def run_export(
     inputs: InputsConfig,
     export: ExportConfig,
     run_dir: Path,
-    generate: tuple[int, int] | None = None,
+    generate: int | None = None,
 ) -> ExportArtifacts:
     """Build, export with debug handles, record the reference outputs (`generate`: the prompt's
-    tokens and the decode steps of a generation, see stages.export.generation)."""
+    length in tokens of a generation, see stages.export.generation)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     module = build_model(model)
     started = time.perf_counter()

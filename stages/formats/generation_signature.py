@@ -1,4 +1,4 @@
-"""What a generation program takes and returns, and how long the run's generation is.
+"""What a generation program takes and returns, and the prompt it was exported with.
 
 A program exported for generation takes `(tokens [1, n], input_pos [n], *caches)` and returns
 `(logits [1, n, vocab], *caches)`: the static KV cache is explicit inputs and outputs, one key and
@@ -28,18 +28,13 @@ class GenerationSignatureError(ValueError):
 
 @dataclass(frozen=True)
 class GenerationSignature:
-    """The cache layout of a generation program and the run's prompt and decode lengths."""
+    """The cache layout of a generation program and its prompt's length (how many decode steps
+    a run takes is the run's option, runtime.generate.new_tokens)."""
 
     cache_names: tuple[str, ...]
     max_len: int
     prompt_tokens: int
-    new_tokens: int
     vocab_size: int
-
-    @property
-    def steps(self) -> int:
-        """Executions of one generation: the prefill and one per decode step."""
-        return 1 + self.new_tokens
 
     def record(self) -> dict[str, Any]:
         return {**asdict(self), "cache_names": list(self.cache_names)}
@@ -53,7 +48,7 @@ def signature_from(record: Any, where: str) -> GenerationSignature:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise GenerationSignatureError(f"{where}: cache_names must be a list of names")
     counts = {}
-    for key in ("max_len", "prompt_tokens", "new_tokens", "vocab_size"):
+    for key in ("max_len", "prompt_tokens", "vocab_size"):
         value = record.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise GenerationSignatureError(f"{where}: {key} must be a count >= 0, got {value!r}")
@@ -95,3 +90,18 @@ def greedy_token(logits: torch.Tensor) -> int:
     """The next token: argmax of the last position's logits (`[1, n, vocab]` or `[1, vocab]`)."""
     last = logits[0, -1] if logits.dim() == 3 else logits[0]
     return int(last.argmax())
+
+
+def check_length(prompt_tokens: int, new_tokens: int, max_len: int, where: str = "") -> str:
+    """Why the prompt and the decode steps do not fit the cache ('' when they do)."""
+    if prompt_tokens < 1 or new_tokens < 0:
+        return "runtime.generate.prompt_tokens must be >= 1 and runtime.generate.new_tokens >= 0"
+    needed = prompt_tokens + new_tokens
+    if needed > max_len:
+        return (
+            f"runtime.generate.prompt_tokens={prompt_tokens} + new_tokens={new_tokens} = "
+            f"{needed} positions do not fit the KV cache of {max_len}{f' ({where})' if where else ''}: "
+            "shorten the "
+            "generation or lengthen the cache"
+        )
+    return ""

@@ -18,6 +18,7 @@ from stages.formats.etdump.records import CAPTURE_BLOCK, TIMED_BLOCK
 from stages.formats.fault_injection import generation_step
 from stages.formats.generation_signature import (
     GenerationSignature,
+    check_length,
     greedy_token,
     next_step_inputs,
 )
@@ -103,12 +104,16 @@ def generate(
     level: EventTracerDebugLogLevel,
     tracer: EventTracer,
 ) -> GenerationRun:
-    """Prefill `prompt`, then `signature.new_tokens` greedy decode steps."""
+    """Prefill `prompt`, then `cfg.new_tokens` greedy decode steps."""
+    problem = check_length(signature.prompt_tokens, cfg.new_tokens, signature.max_len)
+    if problem:
+        raise GenerateOptionError(problem)
     run = GenerationRun()
     inputs = prompt
     capture = level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
-    with ProgressDisplay("generate", signature.steps) as progress:
-        for step in range(signature.steps):
+    steps = 1 + cfg.new_tokens
+    with ProgressDisplay("generate", steps) as progress:
+        for step in range(steps):
             with generation_step(step):
                 if capture and captures(step, cfg):
                     _capture_step(executor, inputs, step, level, tracer)

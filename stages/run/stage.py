@@ -288,7 +288,7 @@ def _run_generation(
     outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
     save_samples([(torch.tensor([run.tokens], dtype=torch.int64),)], outputs_path)
     save_samples(step_input_samples(run), run_dir / ArtifactName.STEP_INPUTS)
-    metrics = _metrics(signature.steps, data, etdump_bytes, debug_bytes)
+    metrics = _metrics(len(run.tokens), data, etdump_bytes, debug_bytes)
     metrics["captured_steps"] = float(len(run.captured))
     return RunArtifacts(
         etdump_path,

@@ -88,10 +88,17 @@ def _runtime_tokens(records: StepRecords, files: GenerationFiles, steps: int) ->
     return tokens
 
 
+def step_count(records: StepRecords) -> int:
+    """Executions of the generation: one past the highest step any block names."""
+    seen = [*records.latency_ms, *records.logits, *records.capture_blocks]
+    return max(seen) + 1 if seen else 0
+
+
 def _latency(records: StepRecords, signature: GenerationSignature) -> dict[str, float]:
     """Prefill latency and per decode token, tokens/s, as ExecuTorch's Llama runner reports."""
     prefill = records.latency_ms.get(0, math.nan)
-    decode = [records.latency_ms[s] for s in range(1, signature.steps) if s in records.latency_ms]
+    steps = step_count(records)
+    decode = [records.latency_ms[s] for s in range(1, steps) if s in records.latency_ms]
     decode_s = sum(decode) / 1e3
     return {
         "prefill_ms": prefill,
@@ -109,14 +116,15 @@ def _walk(
     files: GenerationFiles,
 ) -> tuple[Agreement, list[dict[str, Any]]]:
     """Token agreement over every step and cache divergence at the steps that logged caches."""
-    tokens = _runtime_tokens(records, files, signature.steps)
+    steps = step_count(records)
+    tokens = _runtime_tokens(records, files, steps)
 
     def token_at(step: int, reference: torch.Tensor) -> int:
         known = tokens[step]  # without logged logits: the reference's own choice
         return known if known is not None else int(reference.argmax())
 
     agreement, kv = Agreement(), []
-    for reference in reference_steps(program, prompt, signature.steps, token_at):
+    for reference in reference_steps(program, prompt, steps, token_at):
         step = reference.step
         logits = records.logits.get(step)
         runtime = decoded(files.buffer, logits, files.where) if logits is not None else None
@@ -177,7 +185,7 @@ def _steps(
     verdicts: dict[int, StepGap],
 ) -> list[dict[str, Any]]:
     rows = []
-    for step in range(signature.steps):
+    for step in range(step_count(records)):
         gap = verdicts.get(step)
         rows.append(
             {
@@ -223,6 +231,7 @@ def analyse_generation(
     focus = first.step if first is not None else (captured[0] if captured else None)
     section = {
         **signature.record(),
+        "new_tokens": step_count(records) - 1,
         "captured_steps": captured,
         "first_divergence": _divergence(first, index, options, names) if first else None,
         "first_differing_token": agreement.first_differing(),

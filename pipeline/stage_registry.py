@@ -111,7 +111,7 @@ def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
         run_dir / ArtifactName.REFERENCE_OUTPUTS,
         run_dir,
         model_name=str(cfg.model.name),
-        generation=(_generation_file(cfg, run_dir) or [None])[0],
+        generation=next(iter(_generation_file(cfg, run_dir)), None),
     )
 
 

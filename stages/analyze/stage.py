@@ -24,6 +24,7 @@ from stages.analyze.compare.verdict import (
 )
 from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
+from stages.analyze.generation.analysis import GenerationAnalysis
 from stages.analyze.generation.entry import focused_inputs, generation_analysis
 from stages.analyze.generation.step_gaps import GapOptions
 from stages.analyze.generation.summary import add_generation, generation_metrics
@@ -471,6 +472,37 @@ def _link_facts(
     summary["method"] = next(analysed, "")
 
 
+def _compare_steps(
+    cfg: AnalyzeConfig, linked: _Linked, comparators: list[Any], step_inputs: Path | None
+) -> tuple[_Gaps, Verdict, list[dict[str, Any]], GenerationAnalysis | None]:
+    """`_compare` under the precision's threshold and budget; for a generation, every step first
+    (stages.analyze.generation) and the plain tables of the first diverging (else first
+    captured) step."""
+    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
+    threshold = threshold_for(dict(cfg.thresholds), linked.index.precision)
+    budget = verdict_budget(cfg, linked.index.precision)
+    record = linked.inputs.etrecord
+    options = GapOptions(
+        comparators,
+        gap_comparator,
+        threshold,
+        budget,
+        tie_tolerance(linked.index.precision),
+        record.representative_inputs if record is not None else [],
+    )
+    generation = generation_analysis(
+        linked.inputs, linked.index, linked.map_check, linked.program, options, step_inputs
+    )
+    compared, samples = linked, None
+    if generation is not None and generation.focus_inputs is not None:
+        compared = replace(linked, inputs=focused_inputs(linked.inputs, generation))
+        samples = [generation.focus_inputs]
+    found, verdict, gaps = _compare(
+        compared, comparators, gap_comparator, threshold, budget, samples
+    )
+    return found, verdict, gaps, generation
+
+
 class AnalyzeOptionError(ValueError):
     """An analyze option outside its range; the message names it and what to give."""
 
@@ -500,45 +532,21 @@ def run_analyze(
     pte: Path | None = None,
     step_inputs: Path | None = None,
 ) -> AnalyzeArtifacts:
-    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (for a
-    generation, per step too: stages.analyze.generation; its tables show the first diverging step)."""
+    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (and
+    a generation's per-step analysis: stages.analyze.generation)."""
     started = time.perf_counter()
     bounded_options(cfg)
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
-    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
     linked = _load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     inputs, index, record = linked.inputs, linked.index, linked.inputs.etrecord
-    threshold = threshold_for(dict(cfg.thresholds), index.precision)
-    budget = verdict_budget(cfg, index.precision)
-
     # Link: events and their stats.
     event_rows = _event_rows(linked, cfg.time_unit, bounded_options(cfg)[0])
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
-
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    options = GapOptions(
-        comparators,
-        gap_comparator,
-        threshold,
-        budget,
-        tie_tolerance(index.precision),
-        record.representative_inputs if record is not None else [],
-    )
-    generation = generation_analysis(
-        inputs, index, linked.map_check, linked.program, options, step_inputs
-    )
-    compared, samples = linked, None
-    if generation is not None and generation.focus_inputs is not None:
-        compared = replace(linked, inputs=focused_inputs(inputs, generation))
-        samples = [generation.focus_inputs]
-    found, verdict, gaps = _compare(
-        compared, comparators, gap_comparator, threshold, budget, samples
-    )
+    found, verdict, gaps, generation = _compare_steps(cfg, linked, comparators, step_inputs)
     gap_seconds = time.perf_counter() - gap_started
-    metric = verdict.metric
-
     # Report.
     events_path, gap_path = _write_tables(run_dir, events, gaps)
     summary = build_summary(
@@ -555,10 +563,11 @@ def run_analyze(
     _link_facts(summary, verdict, found, linked, events)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
-    tables = add_generation(summary, generation, run_dir)
-    plots += [p for p in tables if p.suffix == ".svg"]
+    plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot
     trace_path = run_dir / ArtifactName.TRACE_JSON
-    trace = build_trace(inputs.etdump, index, _trace_gaps(gaps, metric), cfg.trace_iterations)
+    trace = build_trace(
+        inputs.etdump, index, _trace_gaps(gaps, verdict.metric), cfg.trace_iterations
+    )
     write_trace(trace_path, trace)
     left_out = left_out_warning(trace, trace_path)
     summary["warnings"] += [left_out] if left_out else []
@@ -580,5 +589,5 @@ def run_analyze(
         plots=tuple(plots),
         overlays=graph.overlays,
         metrics=_metrics(clean(summary), verdict, gap_seconds) | generation_metrics(generation),
-        generation_tables=tuple(p for p in tables if p.suffix == ".csv"),
+        generation_tables=tables[:2],
     )

@@ -37,7 +37,8 @@ class GenerationStep(nn.Module):
     def forward(
         self, tokens: torch.Tensor, input_pos: torch.Tensor, *caches: torch.Tensor
     ) -> tuple[torch.Tensor, ...]:
-        return tuple(self.decoder.step(tokens, input_pos, *caches))
+        step: Any = self.decoder.step
+        return tuple(step(tokens, input_pos, *caches))
 
 
 def _caches(module: nn.Module, model_name: str) -> list[tuple[str, torch.Tensor]]:
@@ -50,7 +51,8 @@ def _caches(module: nn.Module, model_name: str) -> list[tuple[str, torch.Tensor]
             "runtime.generate.* needs a decoder with `step(tokens, input_pos, *caches)` and "
             "`empty_caches()` (the zoo `llm`), or a Hugging Face causal LM"
         )
-    return list(module.empty_caches())
+    empty: Any = module.empty_caches
+    return list(empty())
 
 
 def prompt_sample(
@@ -96,7 +98,7 @@ def export_for_generation(
         dynamic_shapes=dynamic,
     )
     with torch.no_grad():
-        vocab = int(module.step(*sample[:2], *caches)[0].shape[-1])
+        vocab = int(GenerationStep(module)(*sample[:2], *caches)[0].shape[-1])
     signature = GenerationSignature(
         tuple(name for name, _ in named),
         max_len,

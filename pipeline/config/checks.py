@@ -8,6 +8,7 @@ from pipeline.config.backend_option import check_backend_class
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
 from stages.formats.closed_sets import FaultKind
+from stages.formats.executorch_program import is_executorch_backend
 
 
 def check_gap_metric(cfg: DictConfig) -> None:
@@ -102,26 +103,12 @@ ZOO_LLM_DEFAULT_SEQ_LEN = 32  # TinyLLM's own default
 
 
 def _cache_length(cfg: DictConfig) -> tuple[int | None, str]:
-    """The KV cache's length and the option that sets it: the zoo llm's model.kwargs.seq_len,
-    else runtime.generate.max_len (None: the model decides)."""
-    generate = cfg.runtime.generate
+    """The KV cache's length and the option that sets it: the zoo llm's model.kwargs.seq_len
+    (None for other models: their caches say, checked by the export and run stages)."""
     if str(cfg.model.get("_target_")) == ZOO_LLM_FACTORY:
-        if generate.get("max_len") is not None:
-            raise ConfigValueError(
-                "runtime.generate.max_len: the zoo llm's cache is model.kwargs.seq_len long; "
-                "set that instead"
-            )
         seq_len = cfg.model.kwargs.get("seq_len", ZOO_LLM_DEFAULT_SEQ_LEN)
         return int(seq_len), f"model.kwargs.seq_len={seq_len}"
-    max_len = generate.get("max_len")
-    return (
-        (int(max_len), f"runtime.generate.max_len={max_len}")
-        if max_len is not None
-        else (
-            None,
-            "",
-        )
-    )
+    return None, ""
 
 
 def check_generation(cfg: DictConfig) -> None:
@@ -141,6 +128,11 @@ def check_generation(cfg: DictConfig) -> None:
         raise ConfigValueError(
             f"runtime.generate.capture_first={first} and capture_every={every}: give counts "
             ">= 0 (capture_first null: every step captures)"
+        )
+    if is_executorch_backend(str(cfg.backend.name)):
+        raise ConfigValueError(
+            f"runtime.generate.* with backend={cfg.backend.name}: generation runs on the "
+            "emulated backends (xnnpack, qnn, portable) for now"
         )
     length, option = _cache_length(cfg)
     if length is not None and prompt + new > length:

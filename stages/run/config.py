@@ -46,8 +46,6 @@ class GenerateConfig:
 
     prompt_tokens: int | None = None
     new_tokens: int = 8
-    # The static cache's length for models that do not set it (the zoo llm: model.kwargs.seq_len).
-    max_len: int | None = None
     capture_first: int | None = None
     capture_every: int = 0
 

@@ -89,6 +89,7 @@ def _call_export(cfg: DictConfig, run_dir: Path) -> Any:
         _to_object(cfg.export),
         run_dir,
         (generation_lengths(cfg) or (None, 0))[0],
+        cfg.runtime.generate.get("max_len"),
     )
 
 
@@ -173,7 +174,7 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
 STAGES: dict[str, StageSpec] = {
     "export": StageSpec(
         "export",
-        ("model", "inputs", "export", "runtime.generate.prompt_tokens"),
+        ("model", "inputs", "export", "runtime.generate.prompt_tokens", "runtime.generate.max_len"),
         "stages.export.stage",
         _export_inputs,
         _export_optional,

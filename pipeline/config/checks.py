@@ -104,10 +104,18 @@ ZOO_LLM_DEFAULT_SEQ_LEN = 32  # TinyLLM's own default
 
 def _cache_length(cfg: DictConfig) -> tuple[int | None, str]:
     """The KV cache's length and the option that sets it: the zoo llm's model.kwargs.seq_len
-    (None for other models: their caches say, checked by the export and run stages)."""
+    or runtime.generate.max_len (None: the model's own, checked by the export and run stages)."""
+    max_len = cfg.runtime.generate.get("max_len")
     if str(cfg.model.get("_target_")) == ZOO_LLM_FACTORY:
+        if max_len is not None:
+            raise ConfigValueError(
+                "runtime.generate.max_len: the zoo llm's KV cache is model.kwargs.seq_len long; "
+                "set that instead"
+            )
         seq_len = cfg.model.kwargs.get("seq_len", ZOO_LLM_DEFAULT_SEQ_LEN)
         return int(seq_len), f"model.kwargs.seq_len={seq_len}"
+    if max_len is not None:
+        return int(max_len), f"runtime.generate.max_len={max_len}"
     return None, ""
 
 

@@ -18,6 +18,7 @@ from torch.export import Dim, ExportedProgram
 
 from stages.export.config import InputsConfig, ModelConfig
 from stages.export.exporter import export_model
+from stages.export.hf_generation import HFCachedDecoder, causal_lm
 from stages.formats.generation_signature import GenerationSignature, check_length
 
 Sample = tuple[torch.Tensor, ...]
@@ -41,16 +42,30 @@ class GenerationStep(nn.Module):
         return tuple(step(tokens, input_pos, *caches))
 
 
-def _caches(module: nn.Module, model_name: str) -> list[tuple[str, torch.Tensor]]:
-    """The decoder's zeroed caches by name; a model without a cached step is refused."""
-    if not callable(getattr(module, "step", None)) or not callable(
-        getattr(module, "empty_caches", None)
-    ):
-        raise GenerationError(
-            f"model '{model_name}' ({type(module).__name__}) has no cached decode step: "
-            "runtime.generate.* needs a decoder with `step(tokens, input_pos, *caches)` and "
-            "`empty_caches()` (the zoo `llm`), or a Hugging Face causal LM"
+def cached_decoder(module: nn.Module, model_name: str, max_len: int | None) -> nn.Module:
+    """The module itself when it has a cached `step` (the zoo llm), a Hugging Face causal LM
+    over its static cache, or a clear refusal."""
+    if callable(getattr(module, "step", None)) and callable(getattr(module, "empty_caches", None)):
+        return module
+    hf = causal_lm(module)
+    if hf is not None:
+        config: Any = hf.config
+        length = max_len or int(
+            getattr(config, "max_position_embeddings", 0) or getattr(config, "n_positions", 0)
         )
+        if length < 1:
+            raise GenerationError(
+                f"model '{model_name}': give the KV cache's length as runtime.generate.max_len"
+            )
+        return HFCachedDecoder(hf, length)
+    raise GenerationError(
+        f"model '{model_name}' ({type(module).__name__}) has no cached decode step: "
+        "runtime.generate.* needs a Hugging Face causal LM, or a decoder with "
+        "`step(tokens, input_pos, *caches)` and `empty_caches()` (as the zoo `llm`)"
+    )
+
+
+def _caches(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
     empty: Any = module.empty_caches
     return list(empty())
 
@@ -74,10 +89,12 @@ def export_for_generation(
     *,
     strict: bool,
     error_log: Path,
+    max_len: int | None = None,
 ) -> tuple[ExportedProgram, Sample, GenerationSignature]:
     """The step program (token count dynamic up to the cache length), the prefill sample and
     the generation signature; `prompt` is the prompt's length in tokens."""
-    named = _caches(module, model.name)
+    module = cached_decoder(module, model.name, max_len)
+    named = _caches(module)
     max_len = int(named[0][1].shape[2]) if named else 0
     problem = check_length(prompt, 0, max_len, f"model '{model.name}'")
     if problem:

@@ -44,13 +44,20 @@ def _export(
     export: ExportConfig,
     run_dir: Path,
     generate: int | None,
+    max_len: int | None = None,
 ) -> tuple[ExportedProgram, list[tuple[torch.Tensor, ...]], GenerationSignature | None]:
     """The program and its representative inputs; for a generation (prompt tokens, decode
     steps), the step program with its KV cache, the prefill's inputs and the signature."""
     error_log = run_dir / "export_error.log"
     if generate is not None:
         program, sample, signature = export_for_generation(
-            module, model, inputs, generate, strict=export.strict, error_log=error_log
+            module,
+            model,
+            inputs,
+            generate,
+            strict=export.strict,
+            error_log=error_log,
+            max_len=max_len,
         )
         return program, [sample], signature
     samples = representative_inputs(model.inputs, inputs)
@@ -71,13 +78,14 @@ def run_export(
     export: ExportConfig,
     run_dir: Path,
     generate: int | None = None,
+    max_len: int | None = None,
 ) -> ExportArtifacts:
     """Build, export with debug handles, record the reference outputs (`generate`: the prompt's
     length in tokens of a generation, see stages.export.generation)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     module = build_model(model)
     started = time.perf_counter()
-    program, samples, signature = _export(module, model, inputs, export, run_dir, generate)
+    program, samples, signature = _export(module, model, inputs, export, run_dir, generate, max_len)
     export_seconds = time.perf_counter() - started
     references = [program_outputs(program, sample) for sample in samples]
 

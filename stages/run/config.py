@@ -46,6 +46,9 @@ class GenerateConfig:
 
     prompt_tokens: int | None = None
     new_tokens: int = 8
+    # The KV cache's length for a Hugging Face causal LM (default: its max_position_embeddings);
+    # the zoo llm's is model.kwargs.seq_len.
+    max_len: int | None = None
     capture_first: int | None = None
     capture_every: int = 0
 

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.compare.verdict import finite
 from stages.analyze.generation.analysis import GenerationAnalysis
 from stages.analyze.generation.outputs import write_generation_outputs
 from stages.analyze.generation.step_gaps import step_label
@@ -17,13 +18,22 @@ def add_generation(
     """summary['generation'], the step on the plain first divergence, and the files written."""
     if analysis is None:
         return ()
-    summary["generation"] = analysis.section
+    summary["generation"] = json_safe(analysis.section)
     first = summary.get("first_divergence")
     if isinstance(first, dict) and analysis.focus_step is not None:
         first["step"] = analysis.focus_step
         first["step_kind"] = step_label(analysis.focus_step)
     summary["numeric_gap_step"] = analysis.focus_step
     return write_generation_outputs(run_dir, analysis)
+
+
+def json_safe(value: Any) -> Any:
+    """Nested dicts and lists with non-finite floats as 'inf', '-inf', 'nan' (summary.json)."""
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return finite(value)
 
 
 def generation_metrics(analysis: GenerationAnalysis | None) -> dict[str, float]:

@@ -121,3 +121,23 @@ def test_a_prefill_fault_is_named_at_step_0(run_generation: RunTiny) -> None:
     assert summary["verdict"] == "fail"
     assert first["step"] == 0 and first["kind"] == "prefill"
     assert "linear_4" in first["op_names"] and first["layer"] == "decoder.layers.0"
+
+
+def test_a_decode_only_fault_in_a_delegated_kernel_is_named_at_its_step(
+    run_generation: RunTiny,
+) -> None:
+    run_dir = run_generation(
+        "delegated-decode-fault",
+        DECODE,
+        "backend.fault.node=linear_4",  # layer 0's ffn w1, fused with silu by xnnpack
+        "backend.fault.value=1.05",
+        "backend.fault.from_step=3",
+    )
+    summary = read_summary(run_dir)
+    first = summary["generation"]["first_divergence"]
+    assert (first["step"], first["kind"], first["layer"]) == (3, "decode 3", "decoder.layers.0")
+    assert "linear_4" in first["op_names"]
+    assert [s["status"] for s in summary["generation"]["steps"][:3]] == ["pass"] * 3
+    report = (run_dir / "report.html").read_text()
+    assert "Generation (prefill and decode steps)" in report and "generation gap" in report
+    assert "step 3 (decode 3)" in report

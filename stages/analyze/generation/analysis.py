@@ -69,7 +69,14 @@ def captured_inputs(path: Path | None, steps: set[int]) -> dict[int, Sample]:
             "the ETDump has captured generation steps but step_inputs.pt (the run stage's "
             "record of their inputs) is not beside it: analyse the run dir the run stage wrote"
         )
-    found = {int(sample[0]): tuple(sample[1:]) for sample in load_samples(path)}
+    found: dict[int, Sample] = {}
+    for sample in load_samples(path):
+        step = sample[0] if sample else None
+        if not isinstance(step, torch.Tensor) or step.dim() != 0 or step.is_floating_point():
+            raise StepInputsError(
+                f"{path}: each entry must start with its step as a 0-d integer tensor"
+            )
+        found[int(step)] = tuple(sample[1:])
     missing = sorted(steps - set(found))
     if missing:
         raise StepInputsError(f"{path}: no inputs for captured step(s) {missing[:5]}")
@@ -128,7 +135,7 @@ def _walk(
         step = reference.step
         logits = records.logits.get(step)
         runtime = decoded(files.buffer, logits, files.where) if logits is not None else None
-        agreement.add(runtime, reference.logits, token_at(step, reference.logits))
+        agreement.add(runtime, reference.logits)
         outputs = records.outputs.get(step, [])
         if len(outputs) == 1 + len(signature.cache_names):
             caches = [decoded(files.buffer, r, files.where) for r in outputs[1:]]
@@ -194,7 +201,11 @@ def _steps(
                 "latency_ms": records.latency_ms.get(step),
                 "token": agreement.runtime_tokens[step],
                 "reference_token": agreement.reference_tokens[step],
-                "top1_agree": agreement.runtime_tokens[step] == agreement.reference_tokens[step],
+                "top1_agree": (
+                    agreement.runtime_tokens[step] == agreement.reference_tokens[step]
+                    if agreement.runtime_tokens[step] is not None
+                    else None
+                ),
                 "logits_snr_db": agreement.logits_snr_db[step],
                 "captured": gap is not None,
                 "status": gap.verdict.status if gap is not None else "not captured",

@@ -21,16 +21,19 @@ from stages.analyze.generation.layers import cache_layer
 class Agreement:
     """Per step: the runtime's and the reference's next token, and the logits' SNR (dB)."""
 
-    runtime_tokens: list[int] = field(default_factory=list)
+    runtime_tokens: list[int | None] = field(default_factory=list)  # None: logits not logged
     reference_tokens: list[int] = field(default_factory=list)
     logits_snr_db: list[float] = field(default_factory=list)
 
-    def add(self, runtime: torch.Tensor | None, reference: torch.Tensor, token: int) -> None:
-        self.runtime_tokens.append(token)
+    def add(self, runtime: torch.Tensor | None, reference: torch.Tensor) -> None:
+        """One step: the runtime's logged next-token logits (None: not logged) and the
+        reference's."""
         self.reference_tokens.append(int(reference.argmax()))
         if runtime is None:
+            self.runtime_tokens.append(None)
             self.logits_snr_db.append(math.nan)
         else:
+            self.runtime_tokens.append(int(runtime.reshape(-1).argmax()))
             snr = variation_snr([runtime.reshape(-1).double()], [reference.reshape(-1).double()])
             self.logits_snr_db.append(snr)
 
@@ -38,12 +41,16 @@ class Agreement:
         for step, (mine, theirs) in enumerate(
             zip(self.runtime_tokens, self.reference_tokens, strict=True)
         ):
-            if mine != theirs:
+            if mine is not None and mine != theirs:
                 return {"step": step, "runtime_token": mine, "reference_token": theirs}
         return None
 
     def top1_agreement(self) -> float:
-        pairs = list(zip(self.runtime_tokens, self.reference_tokens, strict=True))
+        pairs = [
+            (a, b)
+            for a, b in zip(self.runtime_tokens, self.reference_tokens, strict=True)
+            if a is not None
+        ]
         return sum(a == b for a, b in pairs) / len(pairs) if pairs else math.nan
 
 

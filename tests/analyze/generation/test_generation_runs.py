@@ -87,10 +87,14 @@ def test_clean_generations_pass(run_generation: RunTiny, backend: str, precision
         assert generation["top1_agreement"] == 1.0
 
 
-def test_a_decode_only_fault_is_named_with_its_step_and_op(run_generation: RunTiny) -> None:
+@pytest.mark.parametrize("backend", ["xnnpack", "qnn"])  # qnn holds the cache update
+def test_a_decode_only_fault_is_named_with_its_step_and_op(
+    run_generation: RunTiny, backend: str
+) -> None:
     run_dir = run_generation(
-        "decode-fault",
+        f"decode-fault-{backend}",
         DECODE,
+        f"backend={backend}",
         "backend.fault.node=index_copy_2",  # layer 1's key cache update
         "backend.fault.kind=offset",
         "backend.fault.value=0.01",

@@ -153,13 +153,14 @@ def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
         _path_or(run_dir, cfg.analyze.pte, ArtifactName.EXECUTORCH_PROGRAM),
         program,
         run_dir / ArtifactName.STEP_INPUTS,  # a generation's captured steps' inputs
+        run_dir / ArtifactName.GENERATION,  # its signature (ExecuTorch's ETRecord has no room)
     ]
 
 
 def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.analyze.stage import run_analyze
 
-    etrecord, debug_buffer, pte, _, step_inputs = _analyze_optional(cfg, run_dir)
+    etrecord, debug_buffer, pte, _, step_inputs, generation = _analyze_optional(cfg, run_dir)
     return run_analyze(
         _to_object(cfg.analyze),
         _analyze_inputs(cfg, run_dir)[0],
@@ -168,6 +169,7 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
         run_dir,
         pte=pte if pte.is_file() or cfg.analyze.pte else None,  # a missing analyze.pte: say so
         step_inputs=step_inputs if step_inputs.is_file() else None,
+        generation_file=generation if generation.is_file() else None,
     )
 
 

@@ -8,7 +8,6 @@ from pipeline.config.backend_option import check_backend_class
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
 from stages.formats.closed_sets import FaultKind
-from stages.formats.executorch_program import is_executorch_backend
 
 
 def check_gap_metric(cfg: DictConfig) -> None:
@@ -137,17 +136,28 @@ def check_generation(cfg: DictConfig) -> None:
             f"runtime.generate.capture_first={first} and capture_every={every}: give counts "
             ">= 0 (capture_first null: every step captures)"
         )
-    if is_executorch_backend(str(cfg.backend.name)):
-        raise ConfigValueError(
-            f"runtime.generate.* with backend={cfg.backend.name}: generation runs on the "
-            "emulated backends (xnnpack, qnn, portable) for now"
-        )
     length, option = _cache_length(cfg)
     if length is not None and prompt + new > length:
         raise ConfigValueError(
             f"runtime.generate.prompt_tokens={prompt} + runtime.generate.new_tokens={new} = "
             f"{prompt + new} positions do not fit the KV cache ({option}): shorten the "
             "generation or lengthen the cache"
+        )
+
+
+def check_executorch_generation(cfg: DictConfig) -> None:
+    """A generation on ExecuTorch's runtime runs, but is not analysed yet."""
+    from stages.formats.executorch_program import is_executorch_backend
+
+    generate = cfg.runtime.get("generate")
+    if generate is None or generate.get("prompt_tokens") is None:
+        return
+    if is_executorch_backend(str(cfg.backend.name)):
+        raise ConfigValueError(
+            f"runtime.generate.* with backend={cfg.backend.name}: the analysis cannot link "
+            "ExecuTorch's events of a dynamic-shape program to its ETRecord yet; run "
+            "'stages=[export,lower,run]' for its tokens and step latencies, or use an emulated "
+            "backend (xnnpack, qnn, portable) for the per-step analysis"
         )
 
 
@@ -164,3 +174,4 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_generation(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)
+        check_executorch_generation(cfg)

@@ -473,7 +473,10 @@ def _link_facts(
 
 
 def _compare_steps(
-    cfg: AnalyzeConfig, linked: _Linked, comparators: list[Any], step_inputs: Path | None
+    cfg: AnalyzeConfig,
+    linked: _Linked,
+    comparators: list[Any],
+    generation_files: tuple[Path | None, Path | None],
 ) -> tuple[_Gaps, Verdict, list[dict[str, Any]], GenerationAnalysis | None]:
     """`_compare` under the precision's threshold and budget; for a generation, every step first
     (stages.analyze.generation) and the plain tables of the first diverging (else first
@@ -491,7 +494,7 @@ def _compare_steps(
         record.representative_inputs if record is not None else [],
     )
     generation = generation_analysis(
-        linked.inputs, linked.index, linked.map_check, linked.program, options, step_inputs
+        linked.inputs, linked.index, linked.map_check, linked.program, options, generation_files
     )
     compared, samples = linked, None
     if generation is not None and generation.focus_inputs is not None:
@@ -531,6 +534,7 @@ def run_analyze(
     run_dir: Path,
     pte: Path | None = None,
     step_inputs: Path | None = None,
+    generation_file: Path | None = None,
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (and
     a generation's per-step analysis: stages.analyze.generation)."""
@@ -545,7 +549,8 @@ def run_analyze(
     link_seconds = time.perf_counter() - started
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    found, verdict, gaps, generation = _compare_steps(cfg, linked, comparators, step_inputs)
+    files = (step_inputs, generation_file)
+    found, verdict, gaps, generation = _compare_steps(cfg, linked, comparators, files)
     gap_seconds = time.perf_counter() - gap_started
     # Report.
     events_path, gap_path = _write_tables(run_dir, events, gaps)

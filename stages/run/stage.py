@@ -21,7 +21,7 @@ from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.executorch_program import is_executorch_program
 from stages.formats.file_digests import file_sha256
-from stages.formats.generation_signature import load_signature
+from stages.formats.generation_signature import check_length, load_signature
 from stages.formats.program import load_program
 from stages.formats.program_handover import holds_saved
 from stages.formats.samples import load_samples, save_samples
@@ -181,6 +181,8 @@ def run_run(
     if not holds_saved(program):  # a program the lower stage just wrote is this tool's
         with program.open("rb") as fh:
             if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
+                if generation is not None:
+                    return _generate_executorch(runtime, debug_level, program, samples, generation)
                 return _run_executorch(runtime, debug_level, program, samples, run_dir)
     tracer = EventTracer(
         debug_level=EventTracerDebugLogLevel.NO_LOGGING,
@@ -296,4 +298,37 @@ def _run_generation(
         outputs_path,
         metrics=metrics,
         step_inputs=run_dir / ArtifactName.STEP_INPUTS,
+    )
+
+
+def _generate_executorch(
+    runtime: RuntimeConfig,
+    debug_level: EventTracerDebugLogLevel,
+    program: Path,
+    samples: list[tuple[torch.Tensor, ...]],
+    generation: Path,
+) -> RunArtifacts:
+    """A generation in ExecuTorch's runtime (stages.run.executorch_generation), our layout."""
+    from stages.run.executorch_generation import run_generation_program
+    from stages.run.executorch_runtime import write_run
+
+    check_capture_options(runtime.generate)
+    signature = load_signature(generation)
+    problem = check_length(signature.prompt_tokens, runtime.generate.new_tokens, signature.max_len)
+    if problem:
+        raise RuntimeConfigError(problem)
+    data, run_dir = program.read_bytes(), generation.parent
+    capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
+    run, steps = run_generation_program(
+        data, str(program), samples[0], signature, runtime.generate, runtime.warmup, capture
+    )
+    etdump_path, debug_path = run_dir / ArtifactName.ETDUMP, run_dir / ArtifactName.DEBUG_BUFFER
+    etdump_bytes = write_run(run, data, etdump_path, debug_path)
+    outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
+    save_samples(run.outputs, outputs_path)
+    save_samples(step_input_samples(steps), run_dir / ArtifactName.STEP_INPUTS)
+    metrics = _metrics(len(steps.tokens), run.etdump, etdump_bytes, debug_path.stat().st_size)
+    metrics["captured_steps"] = float(len(steps.captured))
+    return RunArtifacts(
+        etdump_path, debug_path, outputs_path, metrics, run_dir / ArtifactName.STEP_INPUTS
     )

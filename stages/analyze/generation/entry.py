@@ -17,7 +17,7 @@ from stages.analyze.link.linking import ProgramIndex
 from stages.analyze.link.map_check import MapCheck
 from stages.analyze.link.node_names import fault_node_names
 from stages.analyze.load.loading import AnalysisInputs
-from stages.formats.generation_signature import ETRECORD_KEY, signature_from
+from stages.formats.generation_signature import ETRECORD_KEY, load_signature, signature_from
 
 
 def generation_analysis(
@@ -26,21 +26,29 @@ def generation_analysis(
     map_check: MapCheck | None,
     program: ExportedProgram | None,
     options: GapOptions,
-    step_inputs: Path | None,
+    files: tuple[Path | None, Path | None],
 ) -> GenerationAnalysis | None:
-    """The per-step analysis when the ETRecord describes a generation program, else None."""
+    """The per-step analysis when the ETRecord (ours), or generation.json beside an ExecuTorch
+    ETRecord, describes a generation program; else None. `files`: step_inputs.pt and
+    generation.json when they exist."""
+    step_inputs, generation = files
     record = inputs.etrecord
     info = record.lowering_info.get(ETRECORD_KEY) if record is not None else None
-    if record is None or info is None or inputs.debug_buffer is None:
+    if record is None or inputs.debug_buffer is None:
         return None
-    signature = signature_from(info, f"{inputs.etrecord_path} ({ETRECORD_KEY})")
+    if info is not None:
+        signature = signature_from(info, f"{inputs.etrecord_path} ({ETRECORD_KEY})")
+    elif generation is not None and record.lowering_info.get("source_format"):
+        signature = load_signature(generation)  # ExecuTorch's ETRecord: export's record
+    else:
+        return None
     program = program or record.exported_program()
-    files = GenerationFiles(
+    found = GenerationFiles(
         inputs.etdump, inputs.debug_buffer.payload, str(inputs.debug_buffer_path), step_inputs
     )
     names = fault_node_names(program.graph_module)
     prompt = tuple(record.representative_inputs[0])
-    return analyse_generation(signature, files, (index, map_check, names), program, prompt, options)
+    return analyse_generation(signature, found, (index, map_check, names), program, prompt, options)
 
 
 def focused_inputs(inputs: AnalysisInputs, analysis: GenerationAnalysis) -> AnalysisInputs:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 MAX_SIGNATURE_BYTES = 1 << 20  # names of a few thousand caches at most
 ETRECORD_KEY = "generation"  # the ETRecord's lowering_info key holding the record

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 
 import torch
 
+from stages.backends.fault_injection import generation_step
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.formats.etdump.records import CAPTURE_BLOCK, TIMED_BLOCK
-from stages.formats.fault_injection import generation_step
 from stages.formats.generation_signature import (
     GenerationSignature,
     check_length,
     greedy_token,
     next_step_inputs,
 )
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.progress_display import ProgressDisplay
 from stages.run.config import GenerateConfig
 from stages.run.event_tracer import EventTracer

@@ -16,22 +16,21 @@ from typing import Any
 
 import torch
 
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.executorch_program import is_executorch_program
-from stages.formats.file_digests import file_sha256
 from stages.formats.generation_signature import check_length, load_signature
-from stages.formats.program import load_program
-from stages.formats.program_handover import holds_saved
-from stages.formats.samples import load_samples, save_samples
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
+from stages.handover.lowered_program import holds_saved, load_program
+from stages.handover.samples import load_samples, save_samples
 from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
 from stages.run.executor import Executor
 from stages.run.generation import check_capture_options, generate, step_input_samples
 from stages.run.iteration_budget import IterationBudget, IterationBudgetError
+from stages.safe_io.file_digests import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +162,7 @@ def run_run(
     run_dir: Path,
     generation: Path | None = None,
 ) -> RunArtifacts:
-    """Warm up, time `runtime.iterations` executions, capture intermediates apart, write files;
-    with `generation` (generation.json), a greedy generation instead (stages.run.generation)."""
+    """Warm up, time, capture intermediates apart; with generation.json, generate instead."""
     debug_level = EventTracerDebugLogLevel(
         _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
     )

@@ -28,7 +28,7 @@ from stages.analyze.link.map_check import MapCheck
 from stages.analyze.report.summary import gap_record
 from stages.formats.etdump import ETDumpData, RunData
 from stages.formats.generation_signature import GenerationSignature, greedy_token
-from stages.formats.samples import load_samples
+from stages.handover.samples import load_samples
 
 Sample = tuple[torch.Tensor, ...]
 

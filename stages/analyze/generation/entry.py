@@ -18,6 +18,7 @@ from stages.analyze.link.map_check import MapCheck
 from stages.analyze.link.node_names import fault_node_names
 from stages.analyze.load.loading import AnalysisInputs
 from stages.formats.generation_signature import ETRECORD_KEY, load_signature, signature_from
+from stages.handover.etrecord import etrecord_program
 
 
 def generation_analysis(
@@ -42,7 +43,7 @@ def generation_analysis(
         signature = load_signature(generation)  # ExecuTorch's ETRecord: export's record
     else:
         return None
-    program = program or record.exported_program()
+    program = program or etrecord_program(record)
     found = GenerationFiles(
         inputs.etdump, inputs.debug_buffer.payload, str(inputs.debug_buffer_path), step_inputs
     )

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch.export import ExportedProgram
 
+from stages.export.reference_capture import program_outputs
 from stages.formats.generation_signature import next_step_inputs
-from stages.formats.reference_capture import program_outputs
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import Comparator
-from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
+from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow
+from stages.analyze.compare.runtime_outputs import runtime_outputs
 from stages.analyze.compare.verdict import Verdict, decide
 from stages.analyze.compare.verdict_budget import VerdictBudget
 from stages.analyze.link.control_flow import CondRecord

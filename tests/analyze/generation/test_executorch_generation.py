@@ -12,7 +12,7 @@ from pipeline.config.checks import check_config
 from pipeline.errors import ConfigValueError
 from stages.formats.etdump import read_etdump
 from stages.formats.etdump.records import CAPTURE_BLOCK, TIMED_BLOCK
-from stages.formats.samples import load_samples
+from stages.handover.samples import load_samples
 from tests.analyze.generation.conftest import SMALL_LLM
 from tests.helpers.analyze_runs import RunTiny
 from tests.helpers.configs import compose_config

@@ -9,7 +9,7 @@ from pathlib import Path
 from stages.formats.etdump import read_etdump
 from stages.formats.etdump.debug_buffer import read_debug_buffer
 from stages.formats.etdump.records import CAPTURE_BLOCK, TIMED_BLOCK
-from stages.formats.samples import load_samples
+from stages.handover.samples import load_samples
 from tests.helpers.analyze_runs import RunTiny, read_summary
 
 VOCAB = 64  # the small llm's: one step's logged next-token logits are VOCAB float32 values

@@ -8,7 +8,7 @@ import torch
 
 from stages.formats.etdump import read_etdump
 from stages.formats.etdump.records import CAPTURE_BLOCK, TIMED_BLOCK
-from stages.formats.samples import load_samples
+from stages.handover.samples import load_samples
 from tests.helpers.analyze_runs import RunTiny, read_summary
 
 DECODE = "runtime.generate.new_tokens=4"

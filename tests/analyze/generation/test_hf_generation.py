@@ -11,7 +11,7 @@ import torch
 from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
-from stages.formats.samples import load_samples
+from stages.handover.samples import load_samples
 from tests.helpers.analyze_runs import read_summary
 from tests.helpers.configs import compose_config
 

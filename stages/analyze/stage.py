@@ -209,20 +209,18 @@ def run_analyze(
     event_rows = method_event_rows(linked, cfg.time_unit, bounded_options(cfg)[0])
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
-
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    steps = (step_inputs, generation_file)
-    found, verdict, gaps, generation = _compare_steps(cfg, linked, comparators, steps)
+    steps = _compare_steps(cfg, linked, comparators, (step_inputs, generation_file))
+    found, verdict, gaps, generation = steps
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
-
     # Report.
     events_path, gap_path = write_tables(run_dir, events, gaps)
     files = RunFiles(etdump, etrecord, debug_buffer)
     summary = _summary(cfg, files, linked, (event_rows, events, gaps), found, verdict)
-    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
-    summary[ACCURACY_KEY] = run_accuracy(linked.inputs, gap_comparator, cfg.accuracy_budget)
+    accuracy_metric = metric_comparator(comparators, cfg.gap_metric)
+    summary[ACCURACY_KEY] = run_accuracy(linked.inputs, accuracy_metric, cfg.accuracy_budget)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = write_plots(run_dir, summary, events, gaps, cfg.top_k)
     plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot

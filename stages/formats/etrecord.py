@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import atomic_path
 from stages.formats.debug_handles import DebugHandle
 from stages.formats.etrecord_program_ref import (
@@ -218,7 +219,15 @@ class ETRecord:
             verify_executorch_etrecord(archive, str(path))
             from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
 
-            return cls(**read_executorch_etrecord(repack_stored(archive), str(path), method))
+            float_program = program_path or path.parent / ArtifactName.EXPORTED_PROGRAM
+            return cls(
+                **read_executorch_etrecord(
+                    repack_stored(archive),
+                    str(path),
+                    method,
+                    float_program if float_program.is_file() else None,
+                )
+            )
         if method not in (None, "forward"):
             raise ETRecordError(
                 f"{path} records one method, 'forward' (this tool's ETRecord); "

@@ -15,9 +15,15 @@ from typing import Any
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
 from stages.formats.atomic_write import atomic_path, write_text_atomic
+from stages.formats.executorch_program import executorch_precisions
 from stages.formats.exported_program import load_exported_program
 from stages.formats.samples import load_samples
 from stages.lower.config import BackendConfig
+from stages.lower.executorch_precision import (
+    ExecuTorchPrecisionError,
+    as_runtime_inputs,
+    program_at_precision,
+)
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"
@@ -40,11 +46,11 @@ def portable_partitioners() -> list[Any]:
 
 
 def _check_config(backend: BackendConfig) -> None:
-    if backend.precision != "fp32":
+    offered = executorch_precisions(backend.name)
+    if str(backend.precision) not in offered:
         raise ExecuTorchLoweringError(
-            f"backend.precision={backend.precision!r}: backend {backend.name} lowers fp32 "
-            "programs only (quantize with ExecuTorch's quantizer first, or use backend=xnnpack "
-            "for emulated fp16/int8)"
+            f"backend.precision={backend.precision!s}: backend {backend.name} lowers "
+            f"{', '.join(offered)} (use backend=xnnpack for the emulated precisions)"
         )
     if backend.fault.node or backend.fault.debug_handle is not None:
         raise ExecuTorchLoweringError(
@@ -77,13 +83,19 @@ def lower_with_executorch(
     )
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
-    samples = load_samples(inputs)
+    samples = [tuple(s) for s in load_samples(inputs)]
+    try:
+        shipped = program_at_precision(program, str(backend.precision), samples)
+    except ExecuTorchPrecisionError as exc:
+        raise ExecuTorchLoweringError(str(exc)) from exc
     edge = to_edge_transform_and_lower(
-        program, partitioner=make_partitioners(), generate_etrecord=True
+        shipped, partitioner=make_partitioners(), generate_etrecord=True
     )
     executorch_program = edge.to_executorch()
     etrecord = executorch_program.get_etrecord()
-    etrecord.update_representative_inputs([tuple(s) for s in samples])
+    etrecord.update_representative_inputs(
+        [as_runtime_inputs(s, str(backend.precision)) for s in samples]
+    )
     seconds = time.perf_counter() - started
 
     program_path = run_dir / ArtifactName.EXECUTORCH_PROGRAM

@@ -22,6 +22,7 @@ from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.float_reference import (
     FloatReferenceError,
+    injected_faults,
     lowered_precision,
     qdq_attribution,
     remapped,
@@ -62,8 +63,9 @@ def read_executorch_etrecord(
     method = method or (METHOD if METHOD in methods or not methods else methods[0])
     program, graph_name = _reference_program(parsed, what, method)
     precision = lowered_precision(program)
+    faults = injected_faults(program)
     remap: dict[int, int] = {}
-    if precision != "fp32" and float_program is not None and method == METHOD:
+    if (precision != "fp32" or faults) and float_program is not None and method == METHOD:
         remap = qdq_attribution(program)
         try:
             program = take_handles(_float_program(float_program), program, str(float_program))
@@ -75,6 +77,8 @@ def read_executorch_etrecord(
         samples = [tuple(_widened(t) for t in s) for s in samples]
     view = _view(parsed, program, graph_name, samples, data, method, remap)
     view["lowering_info"]["precision"] = precision
+    if faults:
+        view["lowering_info"]["fault_injected"] = faults[0]
     if remap:  # the key of stages.analyze.link.linking.QDQ_ATTRIBUTION
         view["lowering_info"]["qdq_handle_attribution"] = {str(k): v for k, v in remap.items()}
     view["lowering_info"]["method"] = method

@@ -18,6 +18,9 @@ from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.op_encoding import op_name
 
 QDQ_NAMESPACE = "quantized_decomposed."
+# Name prefix of the op an executorch_* fault adds after its target (stages.lower.executorch_fault).
+FAULT_NODE_PREFIX = "injected_fault_"
+FAULT_KINDS_ADDED = ("scale", "offset", "nan")
 
 
 class FloatReferenceError(ValueError):
@@ -27,6 +30,30 @@ class FloatReferenceError(ValueError):
 def is_qdq(node: torch.fx.Node) -> bool:
     """A quantize or dequantize op of PT2E."""
     return node.op == "call_function" and op_name(node.target).startswith(QDQ_NAMESPACE)
+
+
+def is_injected_fault(node: torch.fx.Node) -> bool:
+    """The op a backend.fault on an executorch_* backend added (the reference lacks it)."""
+    return node.op == "call_function" and node.name.startswith(FAULT_NODE_PREFIX)
+
+
+def injected_faults(program: torch.export.ExportedProgram) -> list[dict[str, str]]:
+    """The faults the lowered program carries: kind and target op, from the fault ops' names."""
+    found = []
+    for node in program.graph_module.graph.nodes:
+        if is_injected_fault(node):
+            rest = node.name.removeprefix(FAULT_NODE_PREFIX)
+            kind = next((k for k in FAULT_KINDS_ADDED if rest.startswith(f"{k}_")), "")
+            found.append({"kind": kind, "node": rest.removeprefix(f"{kind}_")})
+    return found
+
+
+def _followed_op(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The op an injected fault follows: its input, back over quantize/dequantize ops."""
+    source = node.args[0] if node.args else None
+    while isinstance(source, torch.fx.Node) and is_qdq(source) and source.args:
+        source = source.args[0]
+    return source if isinstance(source, torch.fx.Node) else None
 
 
 def lowered_precision(program: torch.export.ExportedProgram) -> str:
@@ -55,7 +82,8 @@ def _served_op(node: torch.fx.Node) -> torch.fx.Node | None:
 
 
 def qdq_attribution(lowered: torch.export.ExportedProgram) -> dict[int, int]:
-    """Handle carried only by q/dq ops → the handle of the op they serve."""
+    """Handle carried only by q/dq ops → the handle of the op they serve; an injected fault's
+    handle → the handle of the op it follows."""
     by_handle: dict[int, list[torch.fx.Node]] = {}
     for node in lowered.graph_module.graph.nodes:
         handle = node.meta.get(DEBUG_HANDLE_META)
@@ -63,9 +91,12 @@ def qdq_attribution(lowered: torch.export.ExportedProgram) -> dict[int, int]:
             by_handle.setdefault(handle, []).append(node)
     remap: dict[int, int] = {}
     for handle, nodes in by_handle.items():
-        if not all(is_qdq(n) for n in nodes):
+        if all(is_injected_fault(n) for n in nodes):
+            served = _followed_op(nodes[0])
+        elif all(is_qdq(n) for n in nodes):
+            served = next((s for n in nodes if (s := _served_op(n)) is not None), None)
+        else:
             continue
-        served = next((s for n in nodes if (s := _served_op(n)) is not None), None)
         target = served.meta.get(DEBUG_HANDLE_META) if served is not None else None
         if isinstance(target, int):
             remap[handle] = target
@@ -81,7 +112,9 @@ def take_handles(
         node.meta.pop(DEBUG_HANDLE_META, None)
     for node in lowered.graph_module.graph.nodes:
         handle = node.meta.get(DEBUG_HANDLE_META)
-        if node.op != "call_function" or is_qdq(node) or not isinstance(handle, int):
+        if node.op != "call_function" or is_qdq(node) or is_injected_fault(node):
+            continue
+        if not isinstance(handle, int):
             continue
         match = ours.get(node.name)
         if match is None or op_name(match.target) != op_name(node.target):

@@ -19,6 +19,12 @@ from stages.formats.executorch_program import executorch_precisions
 from stages.formats.exported_program import load_exported_program
 from stages.formats.samples import load_samples
 from stages.lower.config import BackendConfig
+from stages.lower.executorch_fault import (
+    ExecuTorchFaultError,
+    fault_target_name,
+    insert_fault,
+    name_fault_ops,
+)
 from stages.lower.executorch_precision import (
     ExecuTorchPrecisionError,
     as_runtime_inputs,
@@ -52,16 +58,18 @@ def _check_config(backend: BackendConfig) -> None:
             f"backend.precision={backend.precision!s}: backend {backend.name} lowers "
             f"{', '.join(offered)} (use backend=xnnpack for the emulated precisions)"
         )
-    if backend.fault.node or backend.fault.debug_handle is not None:
-        raise ExecuTorchLoweringError(
-            f"backend.fault.*: backend {backend.name} runs ExecuTorch's real kernels, which "
-            "cannot be faulted; use an emulated backend (xnnpack, qnn, portable) for that"
-        )
     if backend.compile_specs:
         raise ExecuTorchLoweringError(
             f"backend.compile_specs: backend {backend.name} takes none (got "
             f"{sorted(backend.compile_specs)})"
         )
+
+
+def _fault_target(backend: BackendConfig, program: Any) -> str | None:
+    """The op `backend.fault.*` names in the exported program, or None without a fault."""
+    if not backend.fault.node and backend.fault.debug_handle is None:
+        return None
+    return fault_target_name(program, backend.fault)
 
 
 def lower_with_executorch(
@@ -85,8 +93,11 @@ def lower_with_executorch(
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
     try:
-        shipped = program_at_precision(program, str(backend.precision), samples)
-    except ExecuTorchPrecisionError as exc:
+        target = _fault_target(backend, program)
+        if target is not None:
+            program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
+        shipped = name_fault_ops(program_at_precision(program, str(backend.precision), samples))
+    except (ExecuTorchPrecisionError, ExecuTorchFaultError) as exc:
         raise ExecuTorchLoweringError(str(exc)) from exc
     edge = to_edge_transform_and_lower(
         shipped, partitioner=make_partitioners(), generate_etrecord=True
@@ -104,6 +115,11 @@ def lower_with_executorch(
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
     report = _report(backend, etrecord, model_name)
+    report["fault_injected"] = (
+        None
+        if target is None
+        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
+    )
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     write_text_atomic(report_path, json.dumps(report, indent=2))
     total, delegated = report["handles"], len(report["delegated_handles"])
@@ -114,6 +130,7 @@ def lower_with_executorch(
         "delegated_op_ratio": delegated / max(total, 1),
         "lowering_seconds": seconds,
         "program_bytes": float(len(executorch_program.buffer)),
+        "fault_injected": 1.0 if target is not None else 0.0,
     }
     return program_path, report_path, etrecord_path, metrics
 

@@ -49,7 +49,7 @@ def injected_faults(program: torch.export.ExportedProgram) -> list[dict[str, str
 
 
 def _followed_op(node: torch.fx.Node) -> torch.fx.Node | None:
-    """The op an injected fault follows: its input, back over quantize/dequantize ops."""
+    """The node an op follows: its input, back over quantize/dequantize ops."""
     source = node.args[0] if node.args else None
     while isinstance(source, torch.fx.Node) and is_qdq(source) and source.args:
         source = source.args[0]
@@ -68,7 +68,11 @@ def lowered_precision(program: torch.export.ExportedProgram) -> str:
 
 
 def _served_op(node: torch.fx.Node) -> torch.fx.Node | None:
-    """The first op that is no q/dq op down the users of a q/dq op (the op its value feeds)."""
+    """The op a q/dq op serves: the op whose output it quantizes (up its input, over q/dq ops),
+    else, for a weight's or an input's, the first op its value feeds."""
+    source = _followed_op(node)
+    if source is not None and source.op == "call_function":
+        return source
     frontier, seen = list(node.users), set()
     while frontier:
         user = frontier.pop(0)

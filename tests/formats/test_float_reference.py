@@ -71,7 +71,9 @@ def test_a_program_that_is_not_the_source_is_refused_with_the_op() -> None:
     fp32, int8 = _programs()
     node = next(n for n in fp32.graph.nodes if n.name == "relu")
     node.target = torch.ops.aten.sigmoid.default
-    with pytest.raises(FloatReferenceError, match=r"exported\.pt2 .* op relu \(aten\.relu\.default\)"):
+    with pytest.raises(
+        FloatReferenceError, match=r"exported\.pt2 .* op relu \(aten\.relu\.default\)"
+    ):
         take_handles(fp32, int8, "exported.pt2")
 
 
@@ -86,8 +88,6 @@ def test_an_injected_fault_is_filed_under_the_op_it_follows() -> None:
         node.meta[DEBUG_HANDLE_META] = handle + 1
     fault = next(n for n in faulted.graph.nodes if n.name.startswith("injected_fault_"))
     assert fault.args[0].name == "relu" and [u.name for u in fault.users] == ["linear_1"]
-    assert qdq_attribution(faulted) == {
-        fault.meta[DEBUG_HANDLE_META]: _handle(faulted, "relu")
-    }
+    assert qdq_attribution(faulted) == {fault.meta[DEBUG_HANDLE_META]: _handle(faulted, "relu")}
     assert injected_faults(faulted) == [{"kind": "offset", "node": "relu"}]
     assert not torch.allclose(faulted.module()(x), clean)  # the program computes wrongly

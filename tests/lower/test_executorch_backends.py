@@ -81,7 +81,11 @@ def test_executorch_lowers_runs_and_is_analysed(
             r"backend\.precision='fp16': backend executorch_portable lowers fp32, int8",
         ),
         (
-            ["backend=executorch_xnnpack", "backend.fault.node=linear", "backend.fault.kind=epsilon"],
+            [
+                "backend=executorch_xnnpack",
+                "backend.fault.node=linear",
+                "backend.fault.kind=epsilon",
+            ],
             r"backend\.fault\.kind=epsilon: backend executorch_xnnpack .*\['scale', 'offset', 'nan'\]",
         ),
         (

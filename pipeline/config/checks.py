@@ -57,11 +57,11 @@ def check_backend_precision(cfg: DictConfig) -> None:
 
     backend = cfg.backend
     if is_executorch_backend(str(backend.name)):
-        offered = executorch_precisions(str(backend.name))
-        if str(backend.precision) not in offered:
+        lowered = executorch_precisions(str(backend.name))
+        if str(backend.precision) not in lowered:
             raise ConfigValueError(
                 f"backend.precision='{backend.precision!s}': backend {backend.name} lowers "
-                f"{', '.join(offered)} (use backend=xnnpack for the emulated precisions)"
+                f"{', '.join(lowered)} (use backend=xnnpack for the emulated precisions)"
             )
         return
     offered = builtin_precisions(str(backend.name), backend.get("_target_"))

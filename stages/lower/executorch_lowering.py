@@ -142,7 +142,8 @@ def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str,
     handles = {h for v in handle_map.values() for h in (v if isinstance(v, list) else [v])}
     partitions = []
     for instruction, meta in sorted(delegates.items(), key=lambda kv: int(kv[0])):
-        covered = handle_map.get(str(instruction), [])
+        # ExecuTorch keys the map by int in memory (by str once saved as JSON)
+        covered = handle_map.get(instruction, handle_map.get(str(instruction), []))
         partitions.append(
             {
                 "instruction_id": int(instruction),

@@ -61,6 +61,7 @@ def _quantized(
     program: torch.export.ExportedProgram, samples: Sequence[Sample]
 ) -> torch.export.ExportedProgram:
     """PT2E int8 with ExecuTorch's XNNPACK quantizer, calibrated on every sample."""
+    import executorch.kernels.quantized  # noqa: F401  (q/dq out variants for the portable kernels)
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,

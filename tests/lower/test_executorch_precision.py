@@ -26,13 +26,16 @@ def _needs_executorch() -> None:
 
 
 def _run(
-    tiny_cfg: Callable[..., DictConfig], tmp_path: Path, *overrides: str
+    tiny_cfg: Callable[..., DictConfig],
+    tmp_path: Path,
+    *overrides: str,
+    backend: str = "executorch_xnnpack",
 ) -> tuple[dict[str, Any], list[dict[str, str]], Path]:
     cfg = tiny_cfg(
         "mlp",
         "tracking=none",
         f"cache_dir={tmp_path / 'cache'}",
-        "backend=executorch_xnnpack",
+        f"backend={backend}",
         "runtime.iterations=2",
         "analyze.fail_exit_code=false",
         *overrides,
@@ -64,6 +67,26 @@ def test_int8_is_compared_with_the_fp32_program(
         assert float(g["expected_snr_db"]) < 80 and float(g["excess_db"]) < float(g["margin_db"])
     lowering = json.loads((run_dir / ArtifactName.LOWERING_REPORT).read_text())
     assert lowering["precision"] == "int8" and lowering["fault_injected"] is None
+
+
+def test_int8_on_the_portable_kernels_gives_a_row_per_op_and_none_per_qdq(
+    tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    summary, gaps, _ = _run(
+        tiny_cfg, tmp_path, "backend.precision=int8", backend="executorch_portable"
+    )
+    assert summary["precision"] == "int8" and summary["verdict"] == "pass"
+    # every op is its own instruction here; the quantize/dequantize instructions between them
+    # carry their ops' handles, and are no rows of their own
+    assert [json.loads(g["op_names"]) for g in gaps] == [
+        ["linear"],
+        ["relu"],
+        ["linear_1"],
+        ["relu_1"],
+        ["add"],
+        ["linear_2"],
+    ]
+    assert all(g["runtime_dtype"] == "float32" and 15 < float(g["snr"]) < 80 for g in gaps)
 
 
 def test_fp16_runs_half_kernels_and_says_what_it_cannot_capture(

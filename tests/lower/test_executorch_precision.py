@@ -54,6 +54,8 @@ def test_int8_is_compared_with_the_fp32_program(
 ) -> None:
     summary, gaps, run_dir = _run(tiny_cfg, tmp_path, "backend.precision=int8")
     assert summary["precision"] == "int8" and summary["verdict"] == "pass"  # no false alarm
+    assert summary["reference_program"] == "exported fp32 program exported.pt2"
+    assert summary["qdq_handles_attributed"] >= 1  # the weights' dequantize ops, the input's q
     assert gaps, "the XNNPACK partition's output is compared"
     ops = {op for g in gaps for op in json.loads(g["op_names"])}
     types = {t for g in gaps for t in json.loads(g["op_types"])}

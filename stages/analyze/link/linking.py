@@ -57,6 +57,8 @@ class ProgramIndex:
     # Handles only quantize/dequantize ops carried → the op they serve (an int8 program read
     # against its fp32 reference: stages.formats.float_reference).
     handle_attribution: dict[int, int] = field(default_factory=dict)
+    # What the runtime is compared with, when the ETRecord names it (ExecuTorch's: which graph).
+    reference_graph: str = ""
 
     @classmethod
     def empty(cls) -> ProgramIndex:
@@ -89,6 +91,7 @@ class ProgramIndex:
             handle_attribution={
                 int(h): int(t) for h, t in dict(info.get(QDQ_ATTRIBUTION, {})).items()
             },
+            reference_graph=str(info.get("reference_graph", "")),
         )
 
     @property

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import torch
 
 from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.op_encoding import op_name
+from stages.formats.op_encoding import OpEncodingError, op_name
 
 QDQ_NAMESPACE = "quantized_decomposed."
 # Name prefix of the op an executorch_* fault adds after its target (stages.lower.executorch_fault).
@@ -27,9 +27,17 @@ class FloatReferenceError(ValueError):
     """The fp32 program is not the one the lowered program was made from; names the op."""
 
 
+def _op(target: object) -> str:
+    """The op's name; targets that are no ATen op overload (getitem, alloc) by their str."""
+    try:
+        return op_name(target)
+    except OpEncodingError:
+        return str(target)
+
+
 def is_qdq(node: torch.fx.Node) -> bool:
     """A quantize or dequantize op of PT2E."""
-    return node.op == "call_function" and op_name(node.target).startswith(QDQ_NAMESPACE)
+    return node.op == "call_function" and _op(node.target).startswith(QDQ_NAMESPACE)
 
 
 def is_injected_fault(node: torch.fx.Node) -> bool:
@@ -121,11 +129,11 @@ def take_handles(
         if not isinstance(handle, int):
             continue
         match = ours.get(node.name)
-        if match is None or op_name(match.target) != op_name(node.target):
-            found = "no such op" if match is None else op_name(match.target)
+        if match is None or _op(match.target) != _op(node.target):
+            found = "no such op" if match is None else _op(match.target)
             raise FloatReferenceError(
                 f"{where} is not the fp32 program the ETRecord's program was made from: its op "
-                f"{node.name} ({op_name(node.target)}) has {found} there; pass the exported "
+                f"{node.name} ({_op(node.target)}) has {found} there; pass the exported "
                 "program it was lowered from as analyze.exported_program"
             )
         match.meta[DEBUG_HANDLE_META] = handle
@@ -133,10 +141,6 @@ def take_handles(
 
 
 def remapped(handles: Iterable[int], remap: dict[int, int]) -> list[int]:
-    """Handles with q/dq-only ones replaced by the op they serve (order kept, no repeats)."""
-    out: list[int] = []
-    for handle in handles:
-        mapped = remap.get(int(handle), int(handle))
-        if mapped not in out:
-            out.append(mapped)
-    return out
+    """Handles with q/dq-only ones replaced by the op they serve (order and repeats kept, as
+    ExecuTorch's Inspector lists them)."""
+    return [remap.get(int(handle), int(handle)) for handle in handles]

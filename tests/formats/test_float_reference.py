@@ -64,7 +64,7 @@ def test_qdq_handles_go_to_the_op_they_serve_and_ops_take_their_handles() -> Non
     ops = [n for n in reference.graph.nodes if n.op == "call_function"]
     assert [n.name for n in ops] == ["linear", "relu", "linear_1"]
     assert all(n.meta[DEBUG_HANDLE_META] == _handle(int8, n.name) for n in ops)
-    assert remapped([1, 2, 2, 3], {1: 3}) == [3, 2]
+    assert remapped([1, 2, 2, 3], {1: 3}) == [3, 2, 2, 3]
 
 
 def test_a_program_that_is_not_the_source_is_refused_with_the_op() -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 
 MODELS = ("mlp", "vit", "mobilenet_v2")

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.float_reference import (
     FloatReferenceError,
@@ -29,6 +28,7 @@ from stages.formats.float_reference import (
     take_handles,
 )
 from stages.formats.samples import Samples, samples_as_inspector_reads
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 SOURCE_FORMAT = "executorch"
@@ -87,11 +87,17 @@ def read_executorch_etrecord(
 
 
 def _float_program(path: Path) -> torch.export.ExportedProgram:
-    """The exported fp32 program (read with the project's safe loader)."""
-    from stages.formats.exported_program import ExportedProgramError, load_exported_program
+    """The exported fp32 program, read and parsed here (a fresh graph this may change)."""
+    from stages.formats.exported_program import (
+        ExportedProgramError,
+        parse_exported_program,
+        read_exported_program_file,
+    )
 
-    try:  # a copy whose graph this may change
-        return load_exported_program(path, f"analyze.exported_program={path}")
+    what = f"analyze.exported_program={path}"
+    try:
+        data, _ = read_exported_program_file(path, what)
+        return parse_exported_program(data, what)
     except ExportedProgramError as exc:
         raise ETRecordError(str(exc)) from exc
 
@@ -229,7 +235,7 @@ def _view(
     method: str,
     remap: dict[int, int],
 ) -> dict[str, Any]:
-    from stages.formats.handle_info import collect_handle_info
+    from stages.handles.handle_info import collect_handle_info
 
     info, maps = _lowering_info(parsed, graph_name, method, remap)
     outputs = parsed._reference_outputs or {}

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 import torch
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.op_encoding import OpEncodingError, op_name
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.op_encoding import OpEncodingError, op_name
 
 QDQ_NAMESPACE = "quantized_decomposed."
 # Name prefix of the op an executorch_* fault adds after its target (stages.lower.executorch_fault).

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch.export.graph_signature import TensorArgument
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.float_reference import FAULT_NODE_PREFIX
+from stages.handles.debug_handles import DEBUG_HANDLE_META
 
 # backend.fault.kind values an extra op can express, and the op with its scalar operand.
 _FAULT_OPS: dict[str, Any] = {

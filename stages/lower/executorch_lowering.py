@@ -14,10 +14,9 @@ from typing import Any
 
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
-from stages.formats.atomic_write import atomic_path, write_text_atomic
 from stages.formats.executorch_program import executorch_precisions
-from stages.formats.exported_program import load_exported_program
-from stages.formats.samples import load_samples
+from stages.handover.exported_program import load_exported_program
+from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
 from stages.lower.executorch_fault import (
     ExecuTorchFaultError,
@@ -30,6 +29,7 @@ from stages.lower.executorch_precision import (
     as_runtime_inputs,
     program_at_precision,
 )
+from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from stages.formats.closed_sets import Precision
+from stages.closed_sets import Precision
 
 
 class ExecuTorchPrecisionError(Exception):

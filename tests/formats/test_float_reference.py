@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META
 from stages.formats.float_reference import (
     FloatReferenceError,
     injected_faults,
@@ -17,6 +16,7 @@ from stages.formats.float_reference import (
     remapped,
     take_handles,
 )
+from stages.handles.debug_handles import DEBUG_HANDLE_META
 
 pytestmark = [pytest.mark.executorch, pytest.mark.timeout(600)]  # lowering on 2 shared cores
 

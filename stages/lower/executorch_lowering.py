@@ -72,6 +72,22 @@ def _fault_target(backend: BackendConfig, program: Any) -> str | None:
     return fault_target_name(program, backend.fault)
 
 
+def _shipped_program(
+    backend: BackendConfig, program: Any, samples: list[tuple[Any, ...]]
+) -> tuple[str | None, Any]:
+    """The fault's target op (or None) and the program handed to ExecuTorch: faulted, then at
+    the backend's precision."""
+    try:
+        target = _fault_target(backend, program)
+        if target is not None:
+            program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
+        return target, name_fault_ops(
+            program_at_precision(program, str(backend.precision), samples)
+        )
+    except (ExecuTorchPrecisionError, ExecuTorchFaultError) as exc:
+        raise ExecuTorchLoweringError(str(exc)) from exc
+
+
 def lower_with_executorch(
     backend: BackendConfig, exported_program: Path, inputs: Path, run_dir: Path, model_name: str
 ) -> tuple[Path, Path, Path, dict[str, float]]:
@@ -92,13 +108,7 @@ def lower_with_executorch(
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
-    try:
-        target = _fault_target(backend, program)
-        if target is not None:
-            program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
-        shipped = name_fault_ops(program_at_precision(program, str(backend.precision), samples))
-    except (ExecuTorchPrecisionError, ExecuTorchFaultError) as exc:
-        raise ExecuTorchLoweringError(str(exc)) from exc
+    target, shipped = _shipped_program(backend, program, samples)
     edge = to_edge_transform_and_lower(
         shipped, partitioner=make_partitioners(), generate_etrecord=True
     )

@@ -38,10 +38,17 @@ from pipeline.process_exit import exit_process  # noqa: E402
 from pipeline.sweeps.job_failures import (  # noqa: E402
     FailedJob,
     FailedVerdict,
+    MissedAccuracy,
     record_failed_job,
     record_failed_verdict,
+    record_missed_accuracy,
 )
-from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE, failed_verdict  # noqa: E402
+from pipeline.verdict_exit import (  # noqa: E402
+    ACCURACY_MISSED_EXIT_CODE,
+    VERDICT_FAILED_EXIT_CODE,
+    failed_verdict,
+    missed_accuracy,
+)
 
 register_configs()
 register_run_suffix()
@@ -82,6 +89,7 @@ def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
     """A FAIL verdict exits 3 (a sweep job leaves a marker; the sweep exits 3 at its end)."""
     failure = failed_verdict(cfg, result)
     if failure is None:
+        _gate_on_accuracy(cfg, result)
         return
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
@@ -97,6 +105,27 @@ def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
         flush=True,
     )
     sys.exit(VERDICT_FAILED_EXIT_CODE)
+
+
+def _gate_on_accuracy(cfg: DictConfig, result: Any) -> None:
+    """A passing run that misses its accuracy budget exits 5 (a sweep job leaves a marker)."""
+    missed = missed_accuracy(cfg, result)
+    if missed is None:
+        return
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        job = MissedAccuracy(
+            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), missed
+        )
+        record_missed_accuracy(Path(hydra_cfg.runtime.output_dir), job)
+        return
+    print(
+        f"accuracy: budget MISSED ({missed}); exit code {ACCURACY_MISSED_EXIT_CODE} "
+        "(analyze.accuracy_exit_code=false exits 0)",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(ACCURACY_MISSED_EXIT_CODE)
 
 
 def _end_open_sweeps(killed: bool) -> None:

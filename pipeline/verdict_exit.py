@@ -3,7 +3,9 @@
 Exit codes of `python -m pipeline`: 0 done (verdict pass or not evaluated, or
 `analyze.fail_exit_code=false`); 1 a stage or a sweep job failed; 2 a usage error (Hydra);
 3 the analysis ran and its verdict is FAIL (in a sweep: some job's verdict, no job failed);
-130 interrupted.
+4 a map error (branch `author`); 5 the verdict passed but an output missed
+`analyze.accuracy_budget` (in a sweep: some job's, no job failed and no verdict FAIL;
+`analyze.accuracy_exit_code=false` exits 0); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pipeline.outcomes import PipelineResult
 from stages.formats.artifacts import ArtifactName
 
 VERDICT_FAILED_EXIT_CODE = 3
+ACCURACY_MISSED_EXIT_CODE = 5
 
 
 def _summary_path(result: PipelineResult) -> Path | None:
@@ -43,3 +46,19 @@ def failed_verdict(cfg: DictConfig, result: PipelineResult) -> str | None:
     first = summary.get("first_divergence") or {}
     where = f"first divergence {'+'.join(first['op_names'])}" if first.get("op_names") else ""
     return "; ".join(p for p in (str(summary.get("verdict_reason", "")), where) if p)
+
+
+def missed_accuracy(cfg: DictConfig, result: PipelineResult) -> str | None:
+    """Why the run missed its accuracy budget when its verdict did not FAIL and
+    `analyze.accuracy_exit_code` is on; None otherwise (a FAIL is `failed_verdict`'s, exit 3, or
+    exit 0 under `analyze.fail_exit_code=false`)."""
+    if not bool(OmegaConf.select(cfg, "analyze.accuracy_exit_code", default=True)):
+        return None
+    path = _summary_path(result)
+    if path is None or not path.is_file():
+        return None
+    summary = json.loads(path.read_text())
+    accuracy = summary.get("accuracy") or {}
+    if summary.get("verdict") == "fail" or accuracy.get("met") is not False:
+        return None  # exit 5 says "the verdict passed, the budget did not" (FAIL is 3, or 0)
+    return str(accuracy.get("reason") or "an output missed analyze.accuracy_budget")

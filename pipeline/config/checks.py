@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from pipeline.config.backend_option import check_backend_class
+from pipeline.config.op_override_checks import check_override_support
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
 from stages.closed_sets import FaultKind
@@ -104,6 +105,7 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_fault_changes_something(cfg)
         check_backend_class(cfg)
         check_backend_precision(cfg)
+        check_override_support(cfg)
     if "run" in stages:
         check_run_budget(cfg)
     if "analyze" in stages:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.compare.comparators import build_comparators
+from stages.analyze.compare.end_to_end import ACCURACY_KEY, accuracy_metrics, run_accuracy
 from stages.analyze.compare.gap_evaluation import Gaps, evaluate_numeric_gap
 from stages.analyze.compare.verdict import (
     Verdict,
@@ -177,6 +178,7 @@ def run_analyze(
     events_path, gap_path = write_tables(run_dir, events, gaps)
     files = RunFiles(etdump, etrecord, debug_buffer)
     summary = _summary(cfg, files, linked, (event_rows, events, gaps), found, verdict)
+    summary[ACCURACY_KEY] = run_accuracy(linked.inputs, gap_comparator, cfg.accuracy_budget)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = write_plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = _trace(run_dir, linked, gaps, metric, cfg.trace_iterations, summary)
@@ -197,5 +199,6 @@ def run_analyze(
         report=report_path,
         plots=tuple(plots),
         overlays=graph.overlays,
-        metrics=headline_metrics(clean(summary), verdict, gap_seconds),
+        metrics=headline_metrics(clean(summary), verdict, gap_seconds)
+        | accuracy_metrics(summary[ACCURACY_KEY]),
     )

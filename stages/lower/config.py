@@ -39,3 +39,8 @@ class BackendConfig:
     precision: Precision = Precision.fp32
     compile_specs: dict[str, Any] = field(default_factory=dict)
     fault: FaultConfig = field(default_factory=FaultConfig)
+    # Ops (named as backend.fault.node names them) computed at fp32 inside the delegate:
+    # weights not quantized, output not rounded (the backend must honour it, or is refused).
+    keep_float: list[str] = field(default_factory=list)
+    # Ops left out of the delegate: the portable runtime runs them (the partitioner excludes them).
+    keep_off: list[str] = field(default_factory=list)

@@ -24,6 +24,7 @@ from stages.lower.executorch_fault import (
     insert_fault,
     name_fault_ops,
 )
+from stages.lower.executorch_keep_off import keep_off_partitioner
 from stages.lower.executorch_precision import (
     ExecuTorchPrecisionError,
     as_runtime_inputs,
@@ -109,9 +110,11 @@ def lower_with_executorch(
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
     target, shipped = _shipped_program(backend, program, samples)
-    edge = to_edge_transform_and_lower(
-        shipped, partitioner=make_partitioners(), generate_etrecord=True
-    )
+    partitioners = make_partitioners()
+    keep_off = frozenset(str(n) for n in backend.keep_off)
+    if keep_off:  # names were checked against the program before lowering (op_overrides)
+        partitioners = [keep_off_partitioner(p, keep_off) for p in partitioners]
+    edge = to_edge_transform_and_lower(shipped, partitioner=partitioners, generate_etrecord=True)
     executorch_program = edge.to_executorch()
     etrecord = executorch_program.get_etrecord()
     etrecord.update_representative_inputs(
@@ -125,6 +128,7 @@ def lower_with_executorch(
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
     report = _report(backend, etrecord, model_name)
+    report["op_overrides"] = {"keep_float": [], "keep_off": sorted(keep_off)}
     report["fault_injected"] = (
         None
         if target is None

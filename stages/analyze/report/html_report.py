@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
 from stages.analyze.report.terminal_report import identity_note
 from stages.safe_io.atomic_write import write_text_atomic
 
@@ -146,6 +147,15 @@ def divergence_block(summary: dict[str, Any]) -> str:
     )
 
 
+def accuracy_block(record: dict[str, Any] | None) -> str:
+    """The end-to-end accuracy against its budget, beside the verdict."""
+    headline = accuracy_headline(record)
+    if not headline:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in accuracy_output_lines(record))
+    return f"<p class='accuracy'>{html.escape(headline)}</p><ul>{items}</ul>"
+
+
 def _head(summary: dict[str, Any]) -> list[str]:
     """Title, verdict and first divergence (what a reader came for), then notes and facts."""
     verdict = str(summary.get("verdict", "not_evaluated"))
@@ -159,6 +169,7 @@ def _head(summary: dict[str, Any]) -> list[str]:
         f"<h1>{html.escape(str(summary.get('model')))} on {html.escape(str(summary.get('backend')))}</h1>",
         f"<p>Verdict: <span class='verdict {html.escape(verdict)}'>{html.escape(verdict)}</span> "
         f"{html.escape(str(summary.get('verdict_reason', '')))}</p>",
+        accuracy_block(summary.get("accuracy")),
         divergence_block(summary),
         f"<p class='identity'>{html.escape(note)}</p>" if note else "",
         *(

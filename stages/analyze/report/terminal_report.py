@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
+
 
 def _num(value: Any) -> str:
     if isinstance(value, float):
@@ -83,6 +85,10 @@ def format_terminal_report(summary_path: Path) -> str:
     ]
     if s.get("verdict_reason"):
         lines.append(f"   {s['verdict_reason']}")
+    headline = accuracy_headline(s.get("accuracy"))
+    if headline:
+        lines.append(headline)
+        lines.extend(f"   {line}" for line in accuracy_output_lines(s.get("accuracy")))
     identity = identity_note(s.get("program_identity"))
     if identity:
         lines.append(f"   {identity}")

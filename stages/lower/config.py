@@ -23,6 +23,8 @@ class FaultConfig:
     # Enum field refuses; pipeline.config.checks checks it before any stage runs.
     kind: str = FaultKind.scale.value
     value: float = 1.5
+    # In a generation (runtime.generate.*), act from this step on: 0 every execution, 1 decode only.
+    from_step: int = 0
 
 
 # `${backend_name:TARGET}` (registered by the pipeline): the `name` of the backend class TARGET

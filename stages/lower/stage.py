@@ -32,6 +32,8 @@ from stages.export.reference_capture import capture_node_outputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
+from stages.formats.generation_signature import ETRECORD_KEY as GENERATION_KEY
+from stages.formats.generation_signature import load_signature
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -109,6 +111,7 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
         "debug_handle": fault.debug_handle,
         "kind": fault.kind,
         "value": fault.value,
+        **({"from_step": fault.from_step} if fault.from_step else {}),
     }
     try:
         resolved = resolve_fault_node(program.graph_module, requested)
@@ -427,6 +430,13 @@ def _exported_program(path: Path) -> tuple[ExportedProgram, _ExportedFile]:
     return load_exported_program(data, str(path), sha256), _ExportedFile(path, data, sha256)
 
 
+def _generation_info(generation: Path | None) -> dict[str, Any]:
+    """The ETRecord's record of a generation program's signature (none for a plain program)."""
+    if generation is None:
+        return {}
+    return {GENERATION_KEY: load_signature(generation).record()}
+
+
 def run_lower(
     backend: BackendConfig,
     exported_program: Path,
@@ -434,8 +444,10 @@ def run_lower(
     reference_outputs: Path,
     run_dir: Path,
     model_name: str = "",
+    generation: Path | None = None,
 ) -> LowerArtifacts:
-    """Partition, preprocess each partition, write the program and the complete ETRecord."""
+    """Partition, preprocess each partition, write the program and the complete ETRecord (with
+    `generation`, generation.json's signature in its lowering info)."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
         pte, lowering_json, et_record, metrics = lower_with_executorch(
             backend, exported_program, inputs, run_dir, model_name
@@ -476,7 +488,8 @@ def run_lower(
         model_name=model_name,
         lowered=lowered,
         delegate_maps=maps,
-        lowering_info={k: v for k, v in report.items() if k != "partitions"},
+        lowering_info={k: v for k, v in report.items() if k != "partitions"}
+        | _generation_info(generation),
     )
     metrics = _lower_metrics(program, parts, maps, (lowering_seconds, load_seconds), fault)
     return LowerArtifacts(

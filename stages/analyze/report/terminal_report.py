@@ -48,6 +48,8 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
             f"local {'mismatches' if exact else metric} {_num(local)}, "
             f"status {first.get('status')})"
         )
+        if first.get("step_kind"):  # a generation: the step it diverged in
+            lines.append(f"   in generation step {first['step']} ({first['step_kind']})")
         if first.get("source_line"):
             lines.append(f"   at {first['source_line']}")
         if first.get("user_source_line"):

@@ -52,6 +52,23 @@ def _fault_requested(cfg: DictConfig) -> bool:
     return fault is not None and (bool(fault.get("node")) or fault.get("debug_handle") is not None)
 
 
+def _check_executorch_fault(cfg: DictConfig, own: str) -> None:
+    """ExecuTorch backends fault by an extra op after a top-level target: scale, offset, nan."""
+    from stages.formats.float_reference import FAULT_KINDS_ADDED
+
+    fault = cfg.backend.fault
+    if str(fault.kind) not in FAULT_KINDS_ADDED:
+        raise ConfigValueError(
+            f"backend.fault.kind={fault.kind}: backend {own} faults its real kernels by an extra "
+            f"op after the target, which expresses {list(FAULT_KINDS_ADDED)}; pick one of those "
+            "or an emulated backend (xnnpack, qnn, portable)"
+        )
+    if fault.get("node") and "." in str(fault.node):
+        raise ConfigValueError(
+            f"backend.fault.node={fault.node}: backend {own} faults top-level ops only"
+        )
+
+
 def check_backend_class(cfg: DictConfig) -> None:
     """`backend.name` is the class's own name, and a fault is asked only of a backend that
     applies faults; ConfigValueError naming the option and what to do otherwise."""
@@ -68,10 +85,8 @@ def check_backend_class(cfg: DictConfig) -> None:
     if not _fault_requested(cfg):
         return
     if is_executorch_backend(own):
-        raise ConfigValueError(
-            f"backend.fault.*: backend {own} runs ExecuTorch's real kernels, which cannot be "
-            "faulted; use an emulated backend (xnnpack, qnn, portable) for that"
-        )
+        _check_executorch_fault(cfg, own)
+        return
     from stages.backends.backend_api import BackendError, backend_class
 
     try:

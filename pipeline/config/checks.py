@@ -54,15 +54,15 @@ def check_fault_changes_something(cfg: DictConfig) -> None:
 
 def check_backend_precision(cfg: DictConfig) -> None:
     """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
-    from stages.formats.executorch_program import is_executorch_backend
+    from stages.formats.executorch_program import executorch_precisions, is_executorch_backend
 
     backend = cfg.backend
     if is_executorch_backend(str(backend.name)):
-        if str(backend.precision) != "fp32":
+        lowered = executorch_precisions(str(backend.name))
+        if str(backend.precision) not in lowered:
             raise ConfigValueError(
-                f"backend.precision='{backend.precision!s}': backend {backend.name} lowers fp32 "
-                "programs only (quantize with ExecuTorch's quantizer first, or use "
-                "backend=xnnpack for emulated fp16/int8)"
+                f"backend.precision='{backend.precision!s}': backend {backend.name} lowers "
+                f"{', '.join(lowered)} (use backend=xnnpack for the emulated precisions)"
             )
         return
     offered = builtin_precisions(str(backend.name), backend.get("_target_"))

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from stages.formats.artifacts import ArtifactName
 from stages.formats.etrecord_program_ref import (
     PROGRAM_REF_MEMBER,
     ReferencedProgramError,
@@ -195,10 +196,7 @@ class ETRecord:
     ) -> ETRecord:
         names = set(archive.names())
         if VERSION_MEMBER not in names and is_executorch_etrecord(archive.names()):
-            verify_executorch_etrecord(archive, str(path))
-            from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
-
-            return cls(**read_executorch_etrecord(repack_stored(archive), str(path), method))
+            return cls(**_executorch_view(archive, path, method, program_path))
         if method not in (None, "forward"):
             raise ETRecordError(
                 f"{path} records one method, 'forward' (this tool's ETRecord); "
@@ -236,6 +234,23 @@ class ETRecord:
             program_sha256=sha256,
             program_source=source,
         )
+
+
+def _executorch_view(
+    archive: BoundedZip, path: Path, method: str | None, program_path: Path | None
+) -> dict[str, Any]:
+    """ExecuTorch's ETRecord, checked then read; the exported fp32 program (given, or beside
+    it) is the reference of an int8/fp16 program (stages.formats.float_reference)."""
+    verify_executorch_etrecord(archive, str(path))
+    from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
+
+    float_program = program_path or path.parent / ArtifactName.EXPORTED_PROGRAM
+    return read_executorch_etrecord(
+        repack_stored(archive),
+        str(path),
+        method,
+        float_program if float_program.is_file() else None,
+    )
 
 
 def _checked_marker(archive: BoundedZip, names: set[str], path: Path) -> dict[str, Any]:

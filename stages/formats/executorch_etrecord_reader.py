@@ -13,11 +13,20 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
+from stages.formats.float_reference import (
+    FloatReferenceError,
+    injected_faults,
+    lowered_precision,
+    qdq_attribution,
+    remapped,
+    take_handles,
+)
 from stages.formats.samples import Samples, samples_as_inspector_reads
 from stages.handles.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 
@@ -28,9 +37,13 @@ UNSET_DEBUG_HANDLE = 0  # ExecuTorch marks nodes the edge program dropped with h
 NS_PER_MS = 1e6
 
 
-def read_executorch_etrecord(data: bytes, what: str, method: str | None = None) -> dict[str, Any]:
+def read_executorch_etrecord(
+    data: bytes, what: str, method: str | None = None, float_program: Path | None = None
+) -> dict[str, Any]:
     """The fields of the analysis view (`ETRecord`) of an ExecuTorch ETRecord whose bytes
-    passed the safety check, for `method` (default: forward, else its first method)."""
+    passed the safety check, for `method` (default: forward, else its first method).
+    `float_program`: the exported fp32 program an int8/fp16 program was made from, if at hand:
+    then it is the reference (`stages.formats.float_reference`)."""
     try:
         from executorch.devtools import parse_etrecord
     except ImportError as exc:
@@ -49,11 +62,49 @@ def read_executorch_etrecord(data: bytes, what: str, method: str | None = None) 
         )
     method = method or (METHOD if METHOD in methods or not methods else methods[0])
     program, graph_name = _reference_program(parsed, what, method)
+    precision = lowered_precision(program)
+    faults = injected_faults(program)
+    remap: dict[int, int] = {}
+    if (precision != "fp32" or faults) and float_program is not None and method == METHOD:
+        remap = qdq_attribution(program)
+        try:
+            program = take_handles(_float_program(float_program), program, str(float_program))
+        except FloatReferenceError as exc:
+            raise ETRecordError(f"{what}: {exc}") from exc
+        graph_name = f"exported fp32 program {float_program.name}"
     samples = samples_as_inspector_reads(parsed._representative_inputs, _user_inputs(program))
-    view = _view(parsed, program, graph_name, samples, data, method)
+    if remap or graph_name.startswith("exported fp32"):
+        samples = [tuple(_widened(t) for t in s) for s in samples]
+    view = _view(parsed, program, graph_name, samples, data, method, remap)
+    view["lowering_info"]["precision"] = precision
+    if faults:
+        view["lowering_info"]["fault_injected"] = faults[0]
+    if remap:  # the key of stages.analyze.link.linking.QDQ_ATTRIBUTION
+        view["lowering_info"]["qdq_handle_attribution"] = {str(k): v for k, v in remap.items()}
     view["lowering_info"]["method"] = method
     view["lowering_info"]["methods"] = methods
     return view
+
+
+def _float_program(path: Path) -> torch.export.ExportedProgram:
+    """The exported fp32 program, read and parsed here (a fresh graph this may change)."""
+    from stages.formats.exported_program import (
+        ExportedProgramError,
+        parse_exported_program,
+        read_exported_program_file,
+    )
+
+    what = f"analyze.exported_program={path}"
+    try:
+        data, _ = read_exported_program_file(path, what)
+        return parse_exported_program(data, what)
+    except ExportedProgramError as exc:
+        raise ETRecordError(str(exc)) from exc
+
+
+def _widened(tensor: torch.Tensor) -> torch.Tensor:
+    """A half representative input as the fp32 reference takes it."""
+    return tensor.float() if tensor.dtype == torch.float16 else tensor
 
 
 def recorded_methods(parsed: Any) -> list[str]:
@@ -125,7 +176,7 @@ def _identifier(key: str) -> DelegateIdentifier:
 
 
 def _lowering_info(
-    parsed: Any, graph_name: str, method: str
+    parsed: Any, graph_name: str, method: str, remap: dict[int, int]
 ) -> tuple[dict[str, Any], list[DelegateMapRecord]]:
     handle_map = (parsed._debug_handle_map or {}).get(method, {})
     delegates = (parsed._delegate_map or {}).get(method, {})
@@ -139,9 +190,12 @@ def _lowering_info(
                 partition_id=partition_id,
                 backend_name=str(meta.get("name", "")),
                 debug_handle_map={
-                    _identifier(str(k)): tuple(_handles(v)) for k, v in identifiers.items()
+                    _identifier(str(k)): tuple(remapped(_handles(v), remap))
+                    for k, v in identifiers.items()
                 },
-                delegated_handles=tuple(_handles(handle_map.get(str(instruction), ()))),
+                delegated_handles=tuple(
+                    remapped(_handles(handle_map.get(str(instruction), ())), remap)
+                ),
             )
         )
         delegate_instructions[str(instruction)] = partition_id
@@ -153,7 +207,7 @@ def _lowering_info(
         "precision": "fp32",
         "ticks_per_ms": NS_PER_MS,
         "instruction_debug_handles": {
-            str(i): _handles(handles)
+            str(i): remapped(_handles(handles), remap)
             for i, handles in handle_map.items()
             if str(i) not in delegate_instructions
         },
@@ -179,12 +233,11 @@ def _view(
     samples: Samples,
     data: bytes,
     method: str,
+    remap: dict[int, int],
 ) -> dict[str, Any]:
     from stages.handles.handle_info import collect_handle_info
 
-    info, maps = _lowering_info(parsed, graph_name, method)
-    if _quantized(program):
-        info["precision"] = "int8"
+    info, maps = _lowering_info(parsed, graph_name, method, remap)
     outputs = parsed._reference_outputs or {}
     reference = outputs.get(method, []) if isinstance(outputs, dict) else []
     return {
@@ -196,15 +249,6 @@ def _view(
         "lowering_info": info,
         "loaded_program": program,
     }
-
-
-def _quantized(program: torch.export.ExportedProgram) -> bool:
-    """ExecuTorch's ETRecord records no precision: quantize ops in the graph mean int8."""
-    return any(
-        "quantize_per" in str(node.target)
-        for node in program.graph_module.graph.nodes
-        if node.op == "call_function"
-    )
 
 
 def _sha(data: bytes) -> str:

@@ -14,10 +14,22 @@ from typing import Any
 
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
+from stages.formats.executorch_program import executorch_precisions
 from stages.handover.exported_program import load_exported_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
+from stages.lower.executorch_fault import (
+    ExecuTorchFaultError,
+    fault_target_name,
+    insert_fault,
+    name_fault_ops,
+)
 from stages.lower.executorch_keep_off import keep_off_partitioner
+from stages.lower.executorch_precision import (
+    ExecuTorchPrecisionError,
+    as_runtime_inputs,
+    program_at_precision,
+)
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
@@ -41,22 +53,40 @@ def portable_partitioners() -> list[Any]:
 
 
 def _check_config(backend: BackendConfig) -> None:
-    if backend.precision != "fp32":
+    offered = executorch_precisions(backend.name)
+    if str(backend.precision) not in offered:
         raise ExecuTorchLoweringError(
-            f"backend.precision={backend.precision!r}: backend {backend.name} lowers fp32 "
-            "programs only (quantize with ExecuTorch's quantizer first, or use backend=xnnpack "
-            "for emulated fp16/int8)"
-        )
-    if backend.fault.node or backend.fault.debug_handle is not None:
-        raise ExecuTorchLoweringError(
-            f"backend.fault.*: backend {backend.name} runs ExecuTorch's real kernels, which "
-            "cannot be faulted; use an emulated backend (xnnpack, qnn, portable) for that"
+            f"backend.precision={backend.precision!s}: backend {backend.name} lowers "
+            f"{', '.join(offered)} (use backend=xnnpack for the emulated precisions)"
         )
     if backend.compile_specs:
         raise ExecuTorchLoweringError(
             f"backend.compile_specs: backend {backend.name} takes none (got "
             f"{sorted(backend.compile_specs)})"
         )
+
+
+def _fault_target(backend: BackendConfig, program: Any) -> str | None:
+    """The op `backend.fault.*` names in the exported program, or None without a fault."""
+    if not backend.fault.node and backend.fault.debug_handle is None:
+        return None
+    return fault_target_name(program, backend.fault)
+
+
+def _shipped_program(
+    backend: BackendConfig, program: Any, samples: list[tuple[Any, ...]]
+) -> tuple[str | None, Any]:
+    """The fault's target op (or None) and the program handed to ExecuTorch: faulted, then at
+    the backend's precision."""
+    try:
+        target = _fault_target(backend, program)
+        if target is not None:
+            program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
+        return target, name_fault_ops(
+            program_at_precision(program, str(backend.precision), samples)
+        )
+    except (ExecuTorchPrecisionError, ExecuTorchFaultError) as exc:
+        raise ExecuTorchLoweringError(str(exc)) from exc
 
 
 def lower_with_executorch(
@@ -78,15 +108,18 @@ def lower_with_executorch(
     )
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
-    samples = load_samples(inputs)
+    samples = [tuple(s) for s in load_samples(inputs)]
+    target, shipped = _shipped_program(backend, program, samples)
     partitioners = make_partitioners()
     keep_off = frozenset(str(n) for n in backend.keep_off)
     if keep_off:  # names were checked against the program before lowering (op_overrides)
         partitioners = [keep_off_partitioner(p, keep_off) for p in partitioners]
-    edge = to_edge_transform_and_lower(program, partitioner=partitioners, generate_etrecord=True)
+    edge = to_edge_transform_and_lower(shipped, partitioner=partitioners, generate_etrecord=True)
     executorch_program = edge.to_executorch()
     etrecord = executorch_program.get_etrecord()
-    etrecord.update_representative_inputs([tuple(s) for s in samples])
+    etrecord.update_representative_inputs(
+        [as_runtime_inputs(s, str(backend.precision)) for s in samples]
+    )
     seconds = time.perf_counter() - started
 
     program_path = run_dir / ArtifactName.EXECUTORCH_PROGRAM
@@ -96,6 +129,11 @@ def lower_with_executorch(
         etrecord.save(str(tmp))
     report = _report(backend, etrecord, model_name)
     report["op_overrides"] = {"keep_float": [], "keep_off": sorted(keep_off)}
+    report["fault_injected"] = (
+        None
+        if target is None
+        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
+    )
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     write_text_atomic(report_path, json.dumps(report, indent=2))
     total, delegated = report["handles"], len(report["delegated_handles"])
@@ -106,6 +144,7 @@ def lower_with_executorch(
         "delegated_op_ratio": delegated / max(total, 1),
         "lowering_seconds": seconds,
         "program_bytes": float(len(executorch_program.buffer)),
+        "fault_injected": 1.0 if target is not None else 0.0,
     }
     return program_path, report_path, etrecord_path, metrics
 
@@ -117,7 +156,8 @@ def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str,
     handles = {h for v in handle_map.values() for h in (v if isinstance(v, list) else [v])}
     partitions = []
     for instruction, meta in sorted(delegates.items(), key=lambda kv: int(kv[0])):
-        covered = handle_map.get(str(instruction), [])
+        # ExecuTorch keys the map by int in memory (by str once saved as JSON)
+        covered = handle_map.get(instruction, handle_map.get(str(instruction), []))
         partitions.append(
             {
                 "instruction_id": int(instruction),

@@ -10,6 +10,7 @@ program and debug-buffer stamps. Needs the executorch extra.
 from __future__ import annotations
 
 import hashlib
+import logging
 import tempfile
 import time
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from stages.progress_display import ProgressDisplay
 from stages.run.iteration_budget import IterationBudget
 from stages.run.native_stderr import native_stderr_to_log
 
+log = logging.getLogger(__name__)
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"
 _DEBUG_SLACK = 1 << 20  # ExecuTorch aligns each logged tensor; generous room on top
@@ -93,6 +95,14 @@ def run_program(
     """Timed iterations (as many as `budget` allows), then (if `capture`) one capture run per
     sample with a debug buffer."""
     timed = _load(program, where)
+    samples = as_program_inputs(timed, samples)
+    if capture and takes_half(timed):
+        log.warning(
+            "[run] not capturing intermediate outputs: this program computes in half precision "
+            "and ExecuTorch 1.5.1's ETDump cannot log half tensors (it writes a corrupt file); "
+            "timings and final outputs only"
+        )
+        capture = False
     outputs: list[tuple[torch.Tensor, ...]] = []
     with native_stderr_to_log():  # the runtime reads the CPU's details on its first calls
         for index in range(warmup):
@@ -121,6 +131,40 @@ def run_program(
     else:
         outputs = [_tensors(timed.run_method(METHOD, tuple(s))) for s in samples]
     return ExecuTorchRun(ETDumpData(version=0, run_data=blocks), payload, outputs)
+
+
+# ExecuTorch's ScalarType codes of the float dtypes a program's inputs may have.
+_HALF_SCALAR_TYPE = 5
+_FLOAT_SCALAR_TYPES = {_HALF_SCALAR_TYPE: torch.float16, 6: torch.float32, 15: torch.bfloat16}
+
+
+def takes_half(module: Any) -> bool:
+    """True when the program's method takes or returns half tensors (an fp16 program)."""
+    meta = module.method_meta(METHOD)
+    metas = [meta.input_tensor_meta(i) for i in range(meta.num_inputs())]
+    metas += [meta.output_tensor_meta(i) for i in range(meta.num_outputs())]
+    return any(int(m.dtype()) == _HALF_SCALAR_TYPE for m in metas)
+
+
+def as_program_inputs(
+    module: Any, samples: list[tuple[torch.Tensor, ...]]
+) -> list[tuple[torch.Tensor, ...]]:
+    """Float inputs cast to the float dtype the program's method takes (a half program's inputs
+    in half); other inputs as they are."""
+    meta = module.method_meta(METHOD)
+    wanted: list[torch.dtype | None] = []
+    for index in range(meta.num_inputs()):
+        try:
+            wanted.append(_FLOAT_SCALAR_TYPES.get(int(meta.input_tensor_meta(index).dtype())))
+        except RuntimeError:  # a non-tensor input
+            wanted.append(None)
+    return [
+        tuple(
+            t.to(dtype) if dtype is not None and t.is_floating_point() else t
+            for t, dtype in zip(sample, [*wanted, *[None] * len(sample)], strict=False)
+        )
+        for sample in samples
+    ]
 
 
 def _logged_values_only(block: RunData, sample: int) -> RunData:

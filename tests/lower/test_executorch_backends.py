@@ -73,13 +73,35 @@ def test_executorch_lowers_runs_and_is_analysed(
         assert [s.status for s in again.stages] == ["reused"] * 4
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["backend=executorch_portable", "backend.precision=fp16"],
+            r"backend\.precision='fp16': backend executorch_portable lowers fp32, int8",
+        ),
+        (
+            [
+                "backend=executorch_xnnpack",
+                "backend.fault.node=linear",
+                "backend.fault.kind=epsilon",
+            ],
+            r"backend\.fault\.kind=epsilon: backend executorch_xnnpack .*\['scale', 'offset', 'nan'\]",
+        ),
+        (
+            ["backend=executorch_xnnpack", "backend.fault.node=true_graph_0.add"],
+            r"backend\.fault\.node=true_graph_0\.add: .* top-level ops only",
+        ),
+    ],
+)
 def test_options_executorch_cannot_honour_are_refused(
-    tiny_cfg: Callable[..., DictConfig], tmp_path: Path
+    overrides: list[str], message: str, tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
-    cfg = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.precision=fp16")
-    # Refused before any stage runs (pipeline.config.checks), with the lower stage's own words.
-    with pytest.raises(ConfigValueError, match=r"backend\.precision='fp16'.*fp32 programs only"):
+    cfg = _cfg(tiny_cfg, tmp_path, *overrides)
+    # Refused before any stage runs (pipeline.config.checks), naming the option.
+    with pytest.raises(ConfigValueError, match=message):
         run_pipeline(cfg, print_summary=False)
+    assert not (tmp_path / "run").exists()
 
 
 def test_keep_off_goes_through_the_xnnpack_partitioner_and_keep_float_is_refused(

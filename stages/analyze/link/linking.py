@@ -36,6 +36,9 @@ class ProgramMismatchError(Exception):
     """Files analysed together that do not belong together (ETDump, ETRecord, debug buffer)."""
 
 
+QDQ_ATTRIBUTION = "qdq_handle_attribution"
+
+
 @dataclass(frozen=True)
 class ProgramIndex:
     """What the ETRecord says about the lowered program, indexed for lookups."""
@@ -51,6 +54,11 @@ class ProgramIndex:
     # How many of an instruction's logged values are its outputs (ExecuTorch logs a delegate
     # call's inputs too); absent: every logged value is an output.
     instruction_outputs: dict[int, int] = field(default_factory=dict)
+    # Handles only quantize/dequantize ops carried → the op they serve (an int8 program read
+    # against its fp32 reference: stages.formats.float_reference).
+    handle_attribution: dict[int, int] = field(default_factory=dict)
+    # What the runtime is compared with, when the ETRecord names it (ExecuTorch's: which graph).
+    reference_graph: str = ""
 
     @classmethod
     def empty(cls) -> ProgramIndex:
@@ -80,6 +88,10 @@ class ProgramIndex:
             instruction_outputs={
                 int(i): int(n) for i, n in dict(info.get("instruction_num_outputs", {})).items()
             },
+            handle_attribution={
+                int(h): int(t) for h, t in dict(info.get(QDQ_ATTRIBUTION, {})).items()
+            },
+            reference_graph=str(info.get("reference_graph", "")),
         )
 
     @property

@@ -91,14 +91,25 @@ class Placement:
     reason: str = ""
 
 
+# Binary XNodes with a folded activation (`output_min_max`): XNNPACK runs the op, then a
+# separate Clamp operator (seen with ExecuTorch 1.5.1: `Multiply (ND) #1`, `Clamp (NC) #1`).
+CLAMPED_BINARY = frozenset({"XNNAdd", "XNNSubtract", "XNNMultiply", "XNNDiv"})
+
+
+def _clamped(node: XNode) -> bool:
+    return node.has_output_range and node.kind in CLAMPED_BINARY
+
+
 def _fits(node: XNode, family: str) -> bool:
     families = KERNEL_FAMILIES.get(node.kind)
-    return families is not None and family in families[0]
+    if families is None:
+        return False
+    return family in families[0] or (_clamped(node) and family == "clamp")
 
 
 def _counts(node: XNode) -> range:
     fewest, most = KERNEL_FAMILIES.get(node.kind, (frozenset(), (1, 1)))[1]
-    return range(fewest, most + 1)
+    return range(fewest, most + 2 if _clamped(node) else most + 1)
 
 
 def _forward(nodes: Sequence[XNode], families: Sequence[str]) -> list[dict[int, int]]:

@@ -8,6 +8,7 @@ handles the ETRecord gives that call, or the file belongs to another program and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from stages.analyze.link.linking import ProgramIndex
@@ -83,9 +84,21 @@ def _graphs(
             graph = read_xnnpack_graph(payloads[instruction], what)
         except XnnpackGraphError as exc:
             raise AnalyzeInputError(str(exc)) from exc
+        graph = _attributed(graph, index.handle_attribution)
         _check_handles(index, instruction, graph, what)
         graphs[instruction] = graph
     return graphs
+
+
+def _attributed(graph: XnnpackGraph, attribution: dict[int, int]) -> XnnpackGraph:
+    """XNodes of quantize/dequantize-only handles carry the handle of the op they serve."""
+    if not attribution:
+        return graph
+    nodes = tuple(
+        replace(n, debug_handle=attribution.get(n.debug_handle, n.debug_handle))
+        for n in graph.nodes
+    )
+    return replace(graph, nodes=nodes)
 
 
 def _check_handles(index: ProgramIndex, instruction: int, graph: XnnpackGraph, what: str) -> None:

@@ -213,6 +213,10 @@ def build_summary(
         "model": record_model,
         "backend": index.backend or "unknown",
         "precision": index.precision,
+        # ExecuTorch's ETRecords: the graph compared with (the exported fp32 program for int8/fp16
+        # runs of this tool), and how many q/dq-only handles were filed under the ops they serve.
+        "reference_program": index.reference_graph or None,
+        "qdq_handles_attributed": len(index.handle_attribution),
         "etdump": str(files.etdump),
         "etrecord": str(files.etrecord) if files.etrecord is not None else None,
         "debug_buffer": str(files.debug_buffer) if files.debug_buffer is not None else None,

@@ -76,3 +76,16 @@ def test_the_type_agreement_check_catches_a_kernel_on_the_wrong_op() -> None:
     assert disagreements(right) == []
     assert disagreements(wrong) == ["Fully Connected (NC, F32) GEMM #1 -> ['softmax']"]
     assert disagreements(layout_off) != []
+
+
+def test_a_binary_node_with_a_folded_activation_runs_a_clamp_after_it() -> None:
+    # ExecuTorch 1.5.1 folds a relu into a Multiply XNode's output range; XNNPACK then runs the
+    # multiply and a Clamp operator (seen on a fault op before a relu).
+    clamped = XNode(1, "XNNMultiply", 2, (1,), (2,), True)
+    nodes = [_node(0, "XNNFullyConnected", 1), clamped, _node(2, "XNNAdd", 3)]
+    names = ["Fully Connected #1", "Multiply (ND) #1", "Clamp (NC) #1", "Add (ND) #1"]
+    placements, _ = align(nodes, names)
+    assert [p.nodes for p in placements] == [(0,), (1,), (1,), (2,)]
+    # without the folded range the same kernels fit no alignment
+    plain = [_node(0, "XNNFullyConnected", 1), _node(1, "XNNMultiply", 2), _node(2, "XNNAdd", 3)]
+    assert all(not p.nodes for p in align(plain, names)[0])

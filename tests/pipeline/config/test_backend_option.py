@@ -150,10 +150,17 @@ def test_the_run_is_tagged_fault_injected_only_when_the_fault_was_applied(
     assert faulted["fault_injected"] == "offset on relu" and faulted["backend"] == "npu"
 
 
-def test_a_fault_on_executorch_itself_is_refused_before_any_stage(
+def test_a_fault_executorch_cannot_express_is_refused_before_any_stage(
     tiny_cfg: Callable[..., DictConfig],
 ) -> None:
-    cfg = tiny_cfg("mlp", "backend=executorch_xnnpack", "backend.fault.node=relu")
-    assert cfg.backend.name == "executorch_xnnpack"
-    with pytest.raises(ConfigValueError, match="ExecuTorch's real kernels, which cannot be"):
+    ok = tiny_cfg("mlp", "backend=executorch_xnnpack", "backend.fault.node=relu")
+    assert ok.backend.name == "executorch_xnnpack"
+    check_backend_class(ok)  # scale: an extra op after relu in the program ExecuTorch lowers
+    cfg = tiny_cfg(
+        "mlp",
+        "backend=executorch_xnnpack",
+        "backend.fault.node=relu",
+        "backend.fault.kind=transpose",
+    )
+    with pytest.raises(ConfigValueError, match=r"backend\.fault\.kind=transpose: .* extra op"):
         check_backend_class(cfg)

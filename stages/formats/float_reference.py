@@ -1,0 +1,146 @@
+"""The exported fp32 program as the reference of an int8 (PT2E) or fp16 ExecuTorch program.
+
+ExecuTorch's ETRecord records the program it lowered: quantized (quantize/dequantize ops, int8
+weights) or half. Comparing against it would hide what the precision costs, so when the fp32
+program it was made from is at hand, that program is the reference: each of its ops takes the
+debug handle of the same-named op of the lowered program, and a handle that only
+quantize/dequantize ops carry (a weight's dequantize, an input's quantize) is attributed to the
+op it serves, so no q/dq op is ever a row of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.op_encoding import OpEncodingError, op_name
+
+QDQ_NAMESPACE = "quantized_decomposed."
+# Name prefix of the op an executorch_* fault adds after its target (stages.lower.executorch_fault).
+FAULT_NODE_PREFIX = "injected_fault_"
+FAULT_KINDS_ADDED = ("scale", "offset", "nan")
+
+
+class FloatReferenceError(ValueError):
+    """The fp32 program is not the one the lowered program was made from; names the op."""
+
+
+def _op(target: object) -> str:
+    """The op's name; targets that are no ATen op overload (getitem, alloc) by their str."""
+    try:
+        return op_name(target)
+    except OpEncodingError:
+        return str(target)
+
+
+def is_qdq(node: torch.fx.Node) -> bool:
+    """A quantize or dequantize op of PT2E."""
+    return node.op == "call_function" and _op(node.target).startswith(QDQ_NAMESPACE)
+
+
+def is_injected_fault(node: torch.fx.Node) -> bool:
+    """The op a backend.fault on an executorch_* backend added (the reference lacks it)."""
+    return node.op == "call_function" and node.name.startswith(FAULT_NODE_PREFIX)
+
+
+def injected_faults(program: torch.export.ExportedProgram) -> list[dict[str, str]]:
+    """The faults the lowered program carries: kind and target op, from the fault ops' names."""
+    found = []
+    for node in program.graph_module.graph.nodes:
+        if is_injected_fault(node):
+            rest = node.name.removeprefix(FAULT_NODE_PREFIX)
+            kind = next((k for k in FAULT_KINDS_ADDED if rest.startswith(f"{k}_")), "")
+            found.append({"kind": kind, "node": rest.removeprefix(f"{kind}_")})
+    return found
+
+
+def _followed_op(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The node an op follows: its input, back over quantize/dequantize ops."""
+    source = node.args[0] if node.args else None
+    while isinstance(source, torch.fx.Node) and is_qdq(source) and source.args:
+        source = source.args[0]
+    return source if isinstance(source, torch.fx.Node) else None
+
+
+def lowered_precision(program: torch.export.ExportedProgram) -> str:
+    """int8 when the program has q/dq ops, fp16 when its float inputs are half, else fp32."""
+    nodes = list(program.graph_module.graph.nodes)
+    if any(is_qdq(n) for n in nodes):
+        return "int8"
+    user_inputs = set(program.graph_signature.user_inputs)
+    values = [n.meta.get("val") for n in nodes if n.op == "placeholder" and n.name in user_inputs]
+    floats = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    return "fp16" if floats and all(v.dtype == torch.float16 for v in floats) else "fp32"
+
+
+def _served_op(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The op a q/dq op serves: the op whose output it quantizes (up its input, over q/dq ops),
+    else, for a weight's or an input's, the first op its value feeds."""
+    source = _followed_op(node)
+    if source is not None and source.op == "call_function":
+        return source
+    frontier, seen = list(node.users), set()
+    while frontier:
+        user = frontier.pop(0)
+        if user in seen or user.op != "call_function":
+            continue
+        seen.add(user)
+        if not is_qdq(user):
+            return user
+        frontier.extend(user.users)
+    return None
+
+
+def qdq_attribution(lowered: torch.export.ExportedProgram) -> dict[int, int]:
+    """Handle carried only by q/dq ops → the handle of the op they serve; an injected fault's
+    handle → the handle of the op it follows."""
+    by_handle: dict[int, list[torch.fx.Node]] = {}
+    for node in lowered.graph_module.graph.nodes:
+        handle = node.meta.get(DEBUG_HANDLE_META)
+        if node.op == "call_function" and isinstance(handle, int):
+            by_handle.setdefault(handle, []).append(node)
+    remap: dict[int, int] = {}
+    for handle, nodes in by_handle.items():
+        if all(is_injected_fault(n) for n in nodes):
+            served = _followed_op(nodes[0])
+        elif all(is_qdq(n) for n in nodes):
+            served = next((s for n in nodes if (s := _served_op(n)) is not None), None)
+        else:
+            continue
+        target = served.meta.get(DEBUG_HANDLE_META) if served is not None else None
+        if isinstance(target, int):
+            remap[handle] = target
+    return remap
+
+
+def take_handles(
+    reference: torch.export.ExportedProgram, lowered: torch.export.ExportedProgram, where: str
+) -> torch.export.ExportedProgram:
+    """`reference` with the lowered program's handles on its same-named ops (others cleared)."""
+    ours = {n.name: n for n in reference.graph_module.graph.nodes if n.op == "call_function"}
+    for node in ours.values():
+        node.meta.pop(DEBUG_HANDLE_META, None)
+    for node in lowered.graph_module.graph.nodes:
+        handle = node.meta.get(DEBUG_HANDLE_META)
+        if node.op != "call_function" or is_qdq(node) or is_injected_fault(node):
+            continue
+        if not isinstance(handle, int):
+            continue
+        match = ours.get(node.name)
+        if match is None or _op(match.target) != _op(node.target):
+            found = "no such op" if match is None else _op(match.target)
+            raise FloatReferenceError(
+                f"{where} is not the fp32 program the ETRecord's program was made from: its op "
+                f"{node.name} ({_op(node.target)}) has {found} there; pass the exported "
+                "program it was lowered from as analyze.exported_program"
+            )
+        match.meta[DEBUG_HANDLE_META] = handle
+    return reference
+
+
+def remapped(handles: Iterable[int], remap: dict[int, int]) -> list[int]:
+    """Handles with q/dq-only ones replaced by the op they serve (order and repeats kept, as
+    ExecuTorch's Inspector lists them)."""
+    return [remap.get(int(handle), int(handle)) for handle in handles]

@@ -41,7 +41,7 @@ from pipeline.sweeps.job_failures import (  # noqa: E402
     record_failed_job,
     record_failed_verdict,
 )
-from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE, failed_verdict  # noqa: E402
+from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE, gated_verdict  # noqa: E402
 
 register_configs()
 register_run_suffix()
@@ -79,24 +79,27 @@ def run_job(cfg: DictConfig) -> None:
 
 
 def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
-    """A FAIL verdict exits 3 (a sweep job leaves a marker; the sweep exits 3 at its end)."""
-    failure = failed_verdict(cfg, result)
-    if failure is None:
+    """A FAIL verdict exits 3, map errors 4 (a sweep job leaves a marker; the sweep exits at its
+    end)."""
+    gated = gated_verdict(cfg, result)
+    if gated is None:
         return
+    failure, code = gated
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         verdict = FailedVerdict(
-            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), failure
+            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), failure, code
         )
         record_failed_verdict(Path(hydra_cfg.runtime.output_dir), verdict)
         return
-    print(
-        f"verdict: FAIL ({failure}); exit code {VERDICT_FAILED_EXIT_CODE} "
-        "(analyze.fail_exit_code=false exits 0)",
-        file=sys.stderr,
-        flush=True,
+    label = "FAIL" if code == VERDICT_FAILED_EXIT_CODE else "MAP_ERRORS"
+    keep = (
+        "analyze.fail_exit_code=false exits 0"
+        if code == VERDICT_FAILED_EXIT_CODE
+        else "analyze.map_errors=warn lets the numbers decide"
     )
-    sys.exit(VERDICT_FAILED_EXIT_CODE)
+    print(f"verdict: {label} ({failure}); exit code {code} ({keep})", file=sys.stderr, flush=True)
+    sys.exit(code)
 
 
 def _end_open_sweeps(killed: bool) -> None:

@@ -121,14 +121,17 @@ class SweepTracking(Callback):
         # Markers count failures under every tracking setting; failed child runs add jobs that
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
-        verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in failed_verdicts(sweep_dir)]
+        marked = failed_verdicts(sweep_dir)
+        verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in marked]
+        # A FAIL anywhere exits 3; only map errors (every verdict numeric pass) exit 4.
+        code = min((v.exit_code for v in marked), default=VERDICT_FAILED_EXIT_CODE)
         if self.client is not None and self.parent_id is not None:
             self._upload_offline_jobs(sweep_dir)
             failed_runs = self._finish_parent(self.parent_id, sweep_dir, bool(failed), verdicts)
             failed = failed or failed_runs
         else:
             self._compare_job_dirs(sweep_dir, len(failed), len(verdicts))
-        _exit_on_failures(failed, verdicts)
+        _exit_on_failures(failed, verdicts, code)
 
     @staticmethod
     def _compare_job_dirs(sweep_dir: Path, failed: int, verdicts: int) -> None:
@@ -197,8 +200,11 @@ class SweepTracking(Callback):
         return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
 
 
-def _exit_on_failures(failed: list[str], verdicts: list[str]) -> None:
-    """Exit 1 when a job failed (naming failed verdicts too), else 3 when a verdict failed."""
+def _exit_on_failures(
+    failed: list[str], verdicts: list[str], code: int = VERDICT_FAILED_EXIT_CODE
+) -> None:
+    """Exit 1 when a job failed (naming failed verdicts too), else 3 when a verdict failed
+    (`code` 4 when every failed verdict is map errors)."""
     note = f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
     if failed:
         raise SweepFailedError(
@@ -206,9 +212,10 @@ def _exit_on_failures(failed: list[str], verdicts: list[str]) -> None:
         )
     if verdicts:
         print(
-            f"verdict: {len(verdicts)} sweep job(s) FAIL their verdict: {', '.join(verdicts)}; "
-            f"exit code {VERDICT_FAILED_EXIT_CODE} (analyze.fail_exit_code=false exits 0)",
+            f"verdict: {len(verdicts)} sweep job(s) "
+            f"{'FAIL their verdict' if code == VERDICT_FAILED_EXIT_CODE else 'have map errors'}"
+            f": {', '.join(verdicts)}; exit code {code} (analyze.fail_exit_code=false exits 0)",
             file=sys.stderr,
             flush=True,
         )
-        raise SweepVerdictFailedError(VERDICT_FAILED_EXIT_CODE)
+        raise SweepVerdictFailedError(code)

@@ -33,6 +33,7 @@ class FailedVerdict:
     backend: str
     precision: str
     reason: str
+    exit_code: int = 3  # 3 a FAIL verdict, 4 map errors (pipeline/verdict_exit.py)
 
 
 def _write(job_dir: Path, name: str, record: Any) -> None:

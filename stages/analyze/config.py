@@ -42,6 +42,15 @@ class VerdictRule(StrEnum):
     threshold = "threshold"
 
 
+class MapErrors(StrEnum):
+    """What delegate map errors do to the verdict (`analyze.map_errors`)."""
+
+    # A run whose map check has errors cannot pass: verdict `map_errors`, exit code 4.
+    gate = "gate"
+    # Findings are reported and the verdict is left alone (the earlier behaviour).
+    warn = "warn"
+
+
 @dataclass
 class AnalyzeConfig:
     """Where the data comes from (defaults: this run's files), comparators and thresholds."""
@@ -86,6 +95,8 @@ class AnalyzeConfig:
     )
     # A FAIL verdict ends the command with exit code 3 (pipeline.exit_codes); false: exit 0.
     fail_exit_code: bool = True
+    # gate: a run whose delegate map check has errors ends as `map_errors` (exit 4), not PASS.
+    map_errors: MapErrors = MapErrors.gate
     # Durations an event row keeps for exact statistics; past them a sketch whose percentiles are
     # within 0.5%, so memory does not grow with iterations (stages/analyze/link/latency_stats.py).
     latency_exact_samples: int = 1024

@@ -13,6 +13,7 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.exact_compare import tie_tolerance
+from stages.analyze.compare.map_gate import gate_on_map_errors
 from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
 from stages.analyze.compare.verdict import (
@@ -141,6 +142,8 @@ def _numeric_gap(
     )
     differ, compared = every_output_differs(rows, groups, program)
     note = inputs_note(differ, compared, str(inputs.etrecord_path))
+    if map_check is not None and map_check.explains_divergence():
+        note = ""  # a map or logging error explains differing outputs better than the inputs
     return _Gaps(rows, flows, None, note, names)
 
 
@@ -203,7 +206,7 @@ def _metrics(summary: dict[str, Any], verdict: Verdict, gap_seconds: float) -> d
     metrics = {
         "events": float(summary["events"]),
         "compared_outputs": float(summary["compared_outputs"]),
-        "verdict_pass": 1.0 if verdict.status == "pass" else 0.0,
+        "verdict_pass": 1.0 if summary["verdict"] == "pass" else 0.0,
         "diverged_outputs": float(verdict.diverged_rows),
         "partitions": float(summary["partitions"]),
         "numeric_gap_seconds": gap_seconds,
@@ -526,6 +529,7 @@ def run_analyze(
         cfg.top_k,
     )
     _link_facts(summary, verdict, found, linked, events)
+    gate_on_map_errors(summary, linked.index, str(cfg.map_errors))
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = _plots(run_dir, summary, events, gaps, cfg.top_k)
     trace_path = run_dir / ArtifactName.TRACE_JSON

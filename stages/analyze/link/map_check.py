@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from stages.analyze.link.linking import Link, ProgramIndex, identifier_of, link_event
+from stages.analyze.link.runtime_evidence import runtime_evidence
 from stages.analyze.load.unused_inputs import NUMERIC_GAP, NotEvaluated
 from stages.formats.closed_sets import MapFindingKind
 from stages.formats.debug_handles import DelegateIdentifier
@@ -44,6 +45,11 @@ class MapCheck:
     whole_partitions: frozenset[int] = frozenset()
     # (partition, identifier) that map handles outside their partition: compared on the rest.
     trimmed: frozenset[tuple[int, DelegateIdentifier]] = frozenset()
+
+    def explains_divergence(self) -> bool:
+        """Whether an error finding may explain outputs that differ (so the inputs are not
+        suspected first)."""
+        return any(f.severity == ERROR for f in self.findings)
 
     def records(self) -> list[dict[str, Any]]:
         return [f.record() for f in self.findings]
@@ -195,7 +201,8 @@ def _whole(
 
 
 def check_runtime_maps(dump: ETDumpData, index: ProgramIndex, record: ETRecord | None) -> MapCheck:
-    """The lower stage's findings plus what the ETDump shows, and their effect on comparison."""
+    """The lower stage's findings plus what the ETDump shows (identifiers, logged outputs' shapes,
+    the kernels' clock), and their effect on comparison."""
     lowered = recorded_findings(record)
     seen: dict[tuple[int, DelegateIdentifier], bool] = {}
     for iid, ident, output in _identifier_events(dump):
@@ -205,6 +212,7 @@ def check_runtime_maps(dump: ETDumpData, index: ProgramIndex, record: ETRecord |
     }
     executed = _executed_in_capture(dump, index)
     runtime = _unmapped(index, seen, uncovered) + _silent(index, executed, seen)
+    runtime += runtime_evidence(dump, index, record)
     ran = {index.delegate_instructions[iid].partition_id for iid in executed}
     findings = tuple(lowered + runtime)
     not_comparable = {(f.partition_id, i) for f in findings for i in f.not_comparable}

@@ -7,7 +7,6 @@ them (either way) mean the clock is wrong: a `clock_mismatch` finding naming the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -63,9 +62,13 @@ def _timed_blocks(dump: ETDumpData) -> Iterator[RunData]:
 
 
 def likely_ticks_per_ms(ticks_per_ms: float, ratio: float) -> float:
-    """The common clock nearest (in log scale) to what the kernels' ticks would need to be."""
-    wanted = ticks_per_ms * ratio
-    return min(COMMON_TICKS_PER_MS, key=lambda t: abs(math.log10(t) - math.log10(wanted)))
+    """The common clock under which the kernels fill most of their calls without overflowing
+    them (kernels run inside the call); the slowest clock if none fits."""
+    fills = {t: ratio * ticks_per_ms / t for t in COMMON_TICKS_PER_MS}
+    fitting = [t for t, fill in fills.items() if fill <= 1.0]
+    if not fitting:
+        return min(COMMON_TICKS_PER_MS, key=lambda t: fills[t])
+    return max(fitting, key=lambda t: fills[t])
 
 
 def _finding(pid: int, backend: str, total: _Totals, ticks_per_ms: float) -> MapFinding | None:

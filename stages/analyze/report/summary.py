@@ -14,7 +14,7 @@ from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
 from stages.analyze.link.node_names import names_of
-from stages.analyze.link.source_frames import user_source_line
+from stages.analyze.link.source_frames import owner_source_line, user_source_line
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
 
 SUMMARY_FORMAT = "delegate-debugger-summary"
@@ -115,6 +115,7 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         },
         "source_line": source_line(traces[-1]) if traces else "",
         "user_source_line": user_source_line(traces[-1]) if traces else "",
+        "owner_source_line": owner_source_line(traces[-1]) if traces else "",
         "module_hierarchy": ops["module_hierarchy"][-1] if ops["module_hierarchy"] else "",
     }
 

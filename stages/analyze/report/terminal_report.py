@@ -48,6 +48,8 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
         )
         if first.get("source_line"):
             lines.append(f"   at {first['source_line']}")
+        if first.get("owner_source_line"):  # the model's call of a generic library layer
+            lines.append(f"   layer called at {first['owner_source_line']}")
         if first.get("user_source_line"):
             lines.append(f"   called from {first['user_source_line']}")
         if first.get("fault_nodes"):

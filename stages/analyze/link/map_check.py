@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from stages.analyze.link.linking import Link, ProgramIndex, identifier_of, link_event
+from stages.analyze.link.partition_ops import BLAME_KEYS, partition_ops
 from stages.analyze.link.runtime_evidence import runtime_evidence
 from stages.analyze.load.unused_inputs import NUMERIC_GAP, NotEvaluated
 from stages.formats.closed_sets import MapFindingKind
@@ -270,22 +271,28 @@ def whole_partition_divergence(
     check: MapCheck, index: ProgramIndex, first: dict[str, Any] | None
 ) -> dict[str, Any] | None:
     """A first divergence that is a partition compared as a whole, named as that partition
-    (its ops, its identifiers) and said to be not narrowable; other divergences unchanged."""
+    (its ops in order, its identifiers) and blamed on its first op's line (which op inside it
+    diverged cannot be told), said to be not narrowable; other divergences unchanged."""
     if first is None:
         return None
     handles = tuple(first.get("debug_handles", ()))
     for m in index.maps:
         if m.partition_id in check.whole_partitions and m.delegated_handles == handles:
+            ops = partition_ops(index, m.delegated_handles)
+            head = ops[0] if ops else {}
             return {
                 **first,
                 "partition_id": m.partition_id,
                 "delegate_backend_name": m.backend_name,
                 "delegate_debug_identifiers": list(m.debug_handle_map),
+                **{key: head.get(key, "") for key in BLAME_KEYS},
+                "ops_in_order": ops,
                 "narrowed": False,
                 "note": (
                     f"partition {m.partition_id} ({m.backend_name}) diverges; it is compared as a "
                     "whole (its own outputs could not be used: see delegate_map_check), so the "
-                    "divergence could not be narrowed further than its ops"
+                    "divergence could not be narrowed further than its ops; the line shown is "
+                    "its first op's (ops_in_order lists each op's)"
                 ),
             }
     return first

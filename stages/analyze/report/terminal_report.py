@@ -66,6 +66,20 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
             lines.append(f"   module {first['module_hierarchy']}")
         if first.get("note"):  # a partition compared as a whole, or unobserved inputs
             lines.append(f"   note: {first['note']}")
+        lines.extend(_ops_in_order(first.get("ops_in_order") or []))
+    return lines
+
+
+def _ops_in_order(ops: list[dict[str, Any]], shown: int = 12) -> list[str]:
+    """A partition blamed as a whole: its ops in order, each with its line and module."""
+    if not ops:
+        return []
+    lines = ["   its ops in order:"]
+    for op in ops[:shown]:
+        module = f" [{op['module_hierarchy']}]" if op.get("module_hierarchy") else ""
+        lines.append(f"     {op['op']}{module} at {op.get('source_line') or '?'}")
+    if len(ops) > shown:
+        lines.append(f"     … and {len(ops) - shown} more (summary.json's ops_in_order)")
     return lines
 
 

@@ -276,6 +276,7 @@ def _save_program(
             "precision": backend.precision,
             "program_fingerprint": exported.sha256,
             "ticks_per_ms": parts.instance.ticks_per_ms,
+            "timed_by_cost_model": parts.instance.timed_by_cost_model,
         },
     )
     program_path = run_dir / ArtifactName.PROGRAM
@@ -320,6 +321,7 @@ def _lowering_report(
         "backend_target": backend._target_,
         "precision": backend.precision,
         "ticks_per_ms": parts.instance.ticks_per_ms,
+        "timed_by_cost_model": parts.instance.timed_by_cost_model,
         "program_fingerprint": program_fingerprint,
         "lowered_program_fingerprint": lowered_fingerprint,
         "fault_injected": fault,

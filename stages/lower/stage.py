@@ -277,6 +277,7 @@ def _save_program(
             "program_fingerprint": exported.sha256,
             "ticks_per_ms": parts.instance.ticks_per_ms,
             "timed_by_cost_model": parts.instance.timed_by_cost_model,
+            "applies_faults": parts.instance.applies_faults,
         },
     )
     program_path = run_dir / ArtifactName.PROGRAM
@@ -322,6 +323,7 @@ def _lowering_report(
         "precision": backend.precision,
         "ticks_per_ms": parts.instance.ticks_per_ms,
         "timed_by_cost_model": parts.instance.timed_by_cost_model,
+        "applies_faults": parts.instance.applies_faults,
         "program_fingerprint": program_fingerprint,
         "lowered_program_fingerprint": lowered_fingerprint,
         "fault_injected": fault,

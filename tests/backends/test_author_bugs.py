@@ -30,11 +30,12 @@ def run_bug(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """run_bug(bug, *overrides) -> summary.json of a tiny run of the example with that bug."""
     root = tmp_path_factory.mktemp("author_bugs")
 
-    def _run(bug: str, *overrides: str) -> dict[str, Any]:
-        label = "-".join([bug or "clean", *overrides]).replace("=", "_").replace(".", "_")
+    def _run(bug: str, *overrides: str, target: str = TARGET) -> dict[str, Any]:
+        label = "-".join([bug or "clean", *overrides, str(hash(target))])
+        label = label.replace("=", "_").replace(".", "_").replace("/", "_")
         spec = [f"+backend.compile_specs.bug={bug}"] if bug else []
         cfg = compose_config(
-            root / label, [*FAST, TARGET, *spec, f"cache_dir={root / 'cache'}", *overrides]
+            root / label, [*FAST, target, *spec, f"cache_dir={root / 'cache'}", *overrides]
         )
         with open_dict(cfg):
             cfg.run_dir = str(root / label / "run")
@@ -123,3 +124,21 @@ def test_map_errors_exit_4_from_the_console(tmp_path: Path) -> None:
     assert "verdict: MAP_ERRORS" in result.stderr and "relu" in result.stderr
     warned = run_console(script, *args, "analyze.map_errors=warn", cwd=tmp_path)
     assert warned.returncode == 0, warned.stderr
+
+
+def test_no_fault_hint_for_a_backend_that_refuses_faults(run_bug: Run, tmp_path: Path) -> None:
+    """The same wrong logging through an author's copy that sets `applies_faults = False`: the
+    first divergence names no `backend.fault.node` (such a backend refuses every fault)."""
+    summary = run_bug("log_shifted")
+    assert summary["first_divergence"]["fault_nodes"]  # the example takes faults
+    text = format_terminal_report(Path(summary["_dir"]) / "summary.json")
+    assert "(as backend.fault.node takes it)" in text
+
+    source = EXAMPLE.read_text()
+    assert "    applies_faults = True" in source
+    copy = tmp_path / "npu_no_faults.py"
+    copy.write_text(source.replace("    applies_faults = True", "    applies_faults = False"))
+    refusing = run_bug("log_shifted", target=f"backend._target_={copy}:NpuBackend")
+    assert refusing["verdict"] == "fail" and refusing["first_divergence"]["fault_nodes"] == []
+    text = format_terminal_report(Path(refusing["_dir"]) / "summary.json")
+    assert "backend.fault.node" not in text

@@ -51,7 +51,9 @@ def _phrase(item: Mapping[str, Any]) -> str:
     where = f"partition {item['partition_id']} {item['kind']}"
     if item["what"] == "kernel timings":
         return f"{where}: its kernel timings"
-    return f"{where}: {', '.join(item['ops']) or 'no op named'}"
+    if not item["ops"]:
+        return f"{where}: no op left out, the map itself is wrong"
+    return f"{where}: {', '.join(item['ops'])}"
 
 
 def gate_on_map_errors(summary: dict[str, Any], index: ProgramIndex, mode: str) -> None:

@@ -83,10 +83,19 @@ def test_nanosecond_stamps_read_as_microseconds_name_the_likely_clock() -> None:
 
 
 def test_just_inside_the_factor_is_not_a_finding_and_at_it_is() -> None:
-    inside = _dump(_block(1_000_000, [(0, 100_001)]))  # 0.100001 of the call
-    at = _dump(_block(1_000_000, [(0, 100_000)]))  # exactly 1/10
+    inside = _dump(_block(100_000, [(0, 999_999)]))  # 9.99999 x the call
+    at = _dump(_block(100_000, [(0, 1_000_000)]))  # exactly 10 x
     assert check_clocks(inside, _index(1e6)) == []
     assert [f.kind for f in check_clocks(at, _index(1e6))] == [MapFindingKind.clock_mismatch]
+
+
+def test_kernels_filling_little_of_their_call_at_the_only_clock_that_fits_are_overhead() -> None:
+    """5% of the call (host work around the kernels): a 1000 x slower clock would overflow the
+    call, so the clock is right; at 0.05% the µs clock fits as well and is named."""
+    overhead = _dump(_block(1_000_000, [(0, 50_000)]))
+    assert check_clocks(overhead, _index(1e6)) == []
+    (finding,) = check_clocks(_dump(_block(1_000_000, [(0, 500)])), _index(1e6))
+    assert finding.numbers["likely_ticks_per_ms"] == 1e3
 
 
 def test_capture_blocks_and_calls_without_kernels_are_left_out() -> None:

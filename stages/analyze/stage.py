@@ -13,8 +13,8 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.exact_compare import tie_tolerance
-from stages.analyze.compare.map_gate import gate_on_map_errors
 from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
+from stages.analyze.compare.map_gate import gate_on_map_errors
 from stages.analyze.compare.numeric_gap import GapRow, numeric_gap_and_flow, runtime_outputs
 from stages.analyze.compare.verdict import (
     Verdict,

@@ -25,9 +25,7 @@ def _identifier_ops(index: ProgramIndex, pid: int, identifiers: Iterable[Any]) -
     return [n for h in handles if h in index.handles for n in index.handles[h].op_names]
 
 
-def unverified(
-    findings: Sequence[Mapping[str, Any]], index: ProgramIndex
-) -> list[dict[str, Any]]:
+def unverified(findings: Sequence[Mapping[str, Any]], index: ProgramIndex) -> list[dict[str, Any]]:
     """Per error finding: the ops it left unverified (its own ops, and those of identifiers
     whose outputs were not compared) or, for a clock, the partition's kernel timings."""
     items = []

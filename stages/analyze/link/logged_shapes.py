@@ -22,9 +22,7 @@ from stages.formats.etdump.records import ScalarType, ValueType
 from stages.formats.etdump.streaming import holds_debug_events
 from stages.formats.etrecord import DelegateMapRecord
 
-FLOAT_TYPES = frozenset(
-    {ScalarType.HALF, ScalarType.FLOAT, ScalarType.DOUBLE, ScalarType.BFLOAT16}
-)
+FLOAT_TYPES = frozenset({ScalarType.HALF, ScalarType.FLOAT, ScalarType.DOUBLE, ScalarType.BFLOAT16})
 
 # An output's form: its shape and whether it is a float tensor (a backend may compute floats in
 # its own precision, so fp16 for an fp32 op is its own business, int for a float op is not).
@@ -105,7 +103,8 @@ def _finding(
     ops = tuple(n for h in handles for n in op_names.get(h, ()))
     expected = sorted(_forms_of(record, ident, forms))
     near = _neighbour(record, ident, logged.form, forms)
-    near_ops = [n for h in record.debug_handle_map.get(near, ()) for n in op_names.get(h, ())]
+    near_handles = record.debug_handle_map.get(near, ()) if near is not None else ()
+    near_ops = [n for h in near_handles for n in op_names.get(h, ())]
     clue = (
         f"; it is the output form of identifier {near!r} ({', '.join(near_ops)}): logged under "
         f"the wrong identifier? (identifiers {ident!r} and {near!r})"

@@ -142,3 +142,18 @@ def test_no_fault_hint_for_a_backend_that_refuses_faults(run_bug: Run, tmp_path:
     assert refusing["verdict"] == "fail" and refusing["first_divergence"]["fault_nodes"] == []
     text = format_terminal_report(Path(refusing["_dir"]) / "summary.json")
     assert "backend.fault.node" not in text
+
+
+def test_one_gap_figure_per_op_in_the_card_and_the_terminal(run_bug: Run) -> None:
+    """Judged on observed vs expected SNR, the first divergence shows that figure alone (no
+    comparator SNR of the same output beside it)."""
+    summary = run_bug("log_shifted")
+    first = summary["first_divergence"]
+    assert first["excess_db"] is not None and first["local_gap"] is not None  # both computed
+    terminal = format_terminal_report(Path(summary["_dir"]) / "summary.json")
+    headline = next(line for line in terminal.splitlines() if line.startswith("first divergence"))
+    assert "local snr" not in headline and "observed" in terminal
+    card = (Path(summary["_dir"]) / "report.html").read_text()
+    card = card[card.index("First divergence") :]
+    assert "<th>observed_snr_db</th>" in card
+    assert "<th>local_gap</th>" not in card and "<th>accumulated_gap</th>" not in card

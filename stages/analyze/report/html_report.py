@@ -128,6 +128,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+# With an error budget the op is judged on its observed SNR (dB): the comparator's own SNR of the
+# same output would be a second figure for one question, so the card leaves it out.
+_SECOND_FIGURES = ("local_gap", "accumulated_gap")
+
+
+def card_fields(first: dict[str, Any]) -> dict[str, Any]:
+    """The first divergence's fields the card shows: one gap figure per question, no blanks."""
+    budget = first.get("excess_db") is not None
+    return {
+        k: v
+        for k, v in first.items()
+        if v not in ("", None) and not (budget and k in _SECOND_FIGURES)
+    }
+
+
 def divergence_block(summary: dict[str, Any]) -> str:
     """The first divergence as field/value rows (it fits any width), or why there is none."""
     first = summary.get("first_divergence")
@@ -138,7 +153,7 @@ def divergence_block(summary: dict[str, Any]) -> str:
         return ""
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(_cell(v))}</td></tr>"
-        for k, v in first.items()
+        for k, v in card_fields(first).items()
     )
     return (
         "<h2>First divergence</h2>"

@@ -41,10 +41,15 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
         exact = first.get("comparison", "float") != "float"
         key = "mismatches" if exact else "gap"
         local = first.get(f"local_{key}", first.get(key)) if exact else first.get("local_gap")
+        # One figure per op: with an error budget, the observed SNR below is the one judged.
+        figure = (
+            ""
+            if not exact and first.get("excess_db") is not None
+            else f"local {'mismatches' if exact else metric} {_num(local)}, "
+        )
         lines.append(
             f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
-            f"local {'mismatches' if exact else metric} {_num(local)}, "
-            f"status {first.get('status')})"
+            f"{figure}status {first.get('status')})"
         )
         if first.get("source_line"):
             lines.append(f"   at {first['source_line']}")

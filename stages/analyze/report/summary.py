@@ -162,12 +162,19 @@ def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]
 
 
 def largest_gaps(gaps: list[dict[str, Any]], verdict: Verdict, top_k: int) -> list[dict[str, Any]]:
-    """Compared rows with any gap, worst accumulated gap first."""
+    """Compared rows with any gap, worst accumulated gap first; the first divergence's group is
+    always among them (its accumulated gap is often smaller than the ops' downstream of it)."""
     metric = verdict.metric
     exact = math.inf if verdict.higher_is_better else 0.0
     inexact = [g for g in gaps if metric in g and g[metric] != exact]  # exact matches: no gap
     sign = 1.0 if verdict.higher_is_better else -1.0
-    return sorted(inexact, key=lambda g: sign * g[metric])[:top_k]
+    ranked = sorted(inexact, key=lambda g: sign * g[metric])
+    top = ranked[:top_k]
+    first = verdict.first_divergence
+    diverged = [g for g in ranked[top_k:] if first is not None and g["group"] == first.group]
+    if diverged and top_k > 0:
+        top = [*top[: top_k - len(diverged[:1])], *diverged[:1]]
+    return top
 
 
 def build_summary(
@@ -195,6 +202,8 @@ def build_summary(
     largest_keys = (
         "group",
         "op_names",
+        "op_types",
+        "diverged",
         metric,
         f"local_{metric}",
         "observed_snr_db",

@@ -18,6 +18,27 @@ def _ops(names: Any, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# Op names that read like a statistic in a table of numbers: shown with their op.
+_STATISTIC_WORDS = frozenset({"mean", "max", "min", "sum", "std", "var", "median", "amax", "amin"})
+
+
+def op_labels(names: Any, types: Any) -> list[str]:
+    """Op names, each one that reads like a statistic (`mean`, `max_1`) with its op type."""
+    names = list(names or [])
+    types = list(types or [])
+    labels = []
+    for k, name in enumerate(names):
+        base = str(name).rstrip("0123456789").rstrip("_")
+        kind = types[k] if k < len(types) else ""
+        labels.append(f"{name} ({kind})" if base in _STATISTIC_WORDS and kind else str(name))
+    return labels
+
+
+def _is_first(gap: dict[str, Any], summary: dict[str, Any]) -> bool:
+    first = summary.get("first_divergence") or {}
+    return bool(first) and gap.get("group") == first.get("group")
+
+
 def identity_note(identity: Any) -> str:
     """One line when the files are not proven to belong together: why, and what was checked."""
     if not isinstance(identity, dict) or identity.get("status") != "unproven":
@@ -131,11 +152,12 @@ def format_terminal_report(summary_path: Path) -> str:
     if not gaps and s.get("compared_outputs"):
         lines.append(f"largest gaps: none, all {s['compared_outputs']} float outputs are exact")
     if gaps:
-        lines.append(f"{'largest gaps':<50}{metric:>12}{'local':>12}")
+        lines.append(f"{'largest gaps (ops)':<50}{metric:>12}{'local':>12}")
         for g in gaps:
+            mark = "  <- first divergence" if g.get("diverged") and _is_first(g, s) else ""
             lines.append(
-                f"{_ops(g.get('op_names')):<50}{_num(g.get(metric)):>12}"
-                f"{_num(g.get('local_' + metric)):>12}"
+                f"{_ops(op_labels(g.get('op_names'), g.get('op_types'))):<50}"
+                f"{_num(g.get(metric)):>12}{_num(g.get('local_' + metric)):>12}{mark}"
             )
     report = s.get("artifacts", {}).get("report")
     if report:

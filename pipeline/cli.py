@@ -31,10 +31,11 @@ from pipeline.config.front_door import (  # noqa: E402
 )
 from pipeline.config.location import CONFIG_NAME, config_dir  # noqa: E402
 from pipeline.config.schema import register_configs  # noqa: E402
-from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
+from pipeline.errors import PipelineError, RunInterruptedError, StageFailedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
 from pipeline.log_files import log_traceback_to_files  # noqa: E402
 from pipeline.process_exit import exit_process  # noqa: E402
+from pipeline.refused_runs import remove_untouched_run_dir  # noqa: E402
 from pipeline.sweeps.job_failures import (  # noqa: E402
     FailedJob,
     FailedVerdict,
@@ -68,6 +69,9 @@ def run_job(cfg: DictConfig) -> None:
             message = f"{type(exc).__name__}: {exc}{where}"
         print(f"error: {message}", file=sys.stderr)
         hydra_cfg = HydraConfig.get()
+        if isinstance(exc, PipelineError) and not isinstance(exc, StageFailedError):
+            # Refused before any stage: the run dir Hydra made holds nothing of a run.
+            remove_untouched_run_dir(Path(hydra_cfg.runtime.output_dir))
         if hydra_cfg.mode == RunMode.MULTIRUN:
             # One failed job must not abort the sweep: its marker (and child run, if tracked)
             # lets the sweep callback report it and exit non-zero when all jobs are done.

@@ -20,6 +20,7 @@ h1{font-size:1.5em} h2{font-size:1.2em;margin-top:1.6em}
 .identity{background:#fff4d6;border-left:4px solid #e0a800;padding:.4em .8em}
 .verdict{display:inline-block;padding:.2em .8em;border-radius:4px;color:#fff;font-weight:bold}
 .pass{background:#2ca25f}.fail{background:#d62728}.not_evaluated{background:#888}
+.map_errors{background:#e6550d}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee}

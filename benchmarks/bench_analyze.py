@@ -23,10 +23,11 @@ from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
 from stages.analyze.compare.comparators import build_comparators
-from stages.analyze.compare.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.compare.numeric_gap import compute_numeric_gap
+from stages.analyze.compare.runtime_outputs import runtime_outputs
 from stages.analyze.link.linking import ProgramIndex
 from stages.formats.etdump import read_etdump
-from stages.formats.etrecord import ETRecord
+from stages.handover.etrecord import etrecord_program, load_etrecord
 from tests.helpers.configs import compose_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,11 +43,11 @@ def _pipeline(root: Path, label: str, *overrides: str) -> tuple[Path, dict[str, 
 
 
 def _gap_seconds(run_dir: Path, names: list[str], rounds: int = 3) -> tuple[float, int]:
-    record = ETRecord.load(run_dir / "etrecord.zip")
+    record = load_etrecord(run_dir / "etrecord.zip")
     dump = read_etdump(run_dir / "etdump.etdp")
     buffer = (run_dir / "debug.bin").read_bytes()
     index = ProgramIndex.from_etrecord(record)
-    program = record.exported_program()
+    program = etrecord_program(record)
     comparators = build_comparators(names, None)
     best, rows = float("inf"), 0
     for _ in range(rounds):

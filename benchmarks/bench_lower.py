@@ -10,9 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from stages.closed_sets import Precision
 from stages.export.config import ExportConfig, InputsConfig, InputSpec, ModelConfig
 from stages.export.stage import run_export
-from stages.formats.closed_sets import Precision
 from stages.lower.config import BackendConfig
 from stages.lower.stage import run_lower
 

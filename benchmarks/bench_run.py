@@ -24,9 +24,9 @@ from stages.analyze.stage import run_analyze
 from stages.export.config import ExportConfig, InputsConfig, InputSpec, ModelConfig
 from stages.export.stage import run_export
 from stages.formats.etdump import read_etdump
-from stages.formats.exported_program import load_exported_program
-from stages.formats.program import load_program
-from stages.formats.samples import load_samples
+from stages.handover.exported_program import load_exported_program
+from stages.handover.lowered_program import load_program
+from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
 from stages.lower.stage import run_lower
 from stages.run.config import RuntimeConfig

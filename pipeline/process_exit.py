@@ -44,12 +44,24 @@ def _flush_streams() -> None:
             pass
 
 
+def _profiled_or_traced() -> bool:
+    """A profiler or debugger is attached: by the old hooks, or (3.12+, where cProfile uses
+    them) by the `sys.monitoring` tool ids set aside for profilers and debuggers."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is None:
+        return False
+    tools = (monitoring.PROFILER_ID, monitoring.DEBUGGER_ID)
+    return any(monitoring.get_tool(tool) is not None for tool in tools)
+
+
 def exit_process(code: object) -> NoReturn:
     """Finish like a normal exit with `code`, minus freeing every module object."""
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)  # what sys.exit("message") prints
     status = exit_code(code)
-    if sys.flags.dev_mode or sys.getprofile() is not None or sys.gettrace() is not None:
+    if sys.flags.dev_mode or _profiled_or_traced():
         # -X dev reports leaks at teardown; a profiler or debugger writes its results after the
         # program returns (`python -m cProfile -o ...`): the normal exit keeps both working.
         sys.exit(status)

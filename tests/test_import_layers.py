@@ -52,13 +52,13 @@ def test_no_import_cycles_in_pipeline_and_stages() -> None:
 
 def test_the_walker_sees_lazy_imports_and_finds_a_planted_cycle() -> None:
     # stages.formats.etrecord imports handle_info at module level; the registry is lazy.
-    assert "stages.formats.handle_info" in GRAPH["stages.formats.etrecord"]
+    assert "stages.handles.handle_info" in GRAPH["stages.formats.etrecord"]
     assert "stages.backends.backend_api" in GRAPH["stages.analyze.link.metadata_parsers"]
     planted = {
         **GRAPH,
         "stages.formats.artifacts": GRAPH["stages.formats.artifacts"] | {"stages.formats.etrecord"},
     }
-    planted["stages.formats.handle_info"] = planted["stages.formats.handle_info"] | {
+    planted["stages.handles.handle_info"] = planted["stages.handles.handle_info"] | {
         "stages.formats.artifacts"
     }
     cycle = find_cycle(planted)

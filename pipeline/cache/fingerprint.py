@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cache.import_graph import code_version
-from stages.formats.file_digests import file_sha256
+from stages.safe_io.file_digests import file_sha256
 
 # Libraries whose version changes what a stage writes (torch.export graphs, ExecuTorch's lowering,
 # Hugging Face model code): upgrading one (or Python) recomputes the stages instead of reusing

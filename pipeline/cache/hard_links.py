@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from stages.formats.atomic_write import atomic_path
+from stages.safe_io.atomic_write import atomic_path
 
 
 def link_or_copy(src: Path, dst: Path) -> None:

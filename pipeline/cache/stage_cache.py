@@ -5,7 +5,7 @@ run whose fingerprint matches gets them back in its own run dir instead of runni
 A per-fingerprint file lock makes concurrent sweep jobs run a shared stage once.
 
 Published files are made read-only and their sha256 is recorded; a lookup re-hashes every file
-(once per process and file version: `stages.formats.file_digests`) and discards an entry whose
+(once per process and file version: `stages.safe_io.file_digests`) and discards an entry whose
 bytes changed (with a warning naming the file), so the stage runs again instead of feeding a
 tampered or corrupted artifact to the next one.
 """
@@ -26,7 +26,7 @@ from typing import Any
 from pipeline.cache.file_lock import file_lock
 from pipeline.cache.fingerprint import Fingerprint, file_sha256
 from pipeline.cache.hard_links import link_or_copy
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 log = logging.getLogger("pipeline")
 

@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 from pipeline.config.backend_option import check_backend_class
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
-from stages.formats.closed_sets import FaultKind
+from stages.closed_sets import FaultKind
 
 
 def check_gap_metric(cfg: DictConfig) -> None:

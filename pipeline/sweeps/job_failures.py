@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 FAILED_JOB_MARKER = ".pipeline/job_failed.json"
 FAILED_VERDICT_MARKER = ".pipeline/verdict_failed.json"

@@ -111,6 +111,7 @@ def stop_workers(cancel: bool = False) -> None:
             _kill_workers(pool)
         pool.shutdown(wait=True, cancel_futures=cancel)
     _end_fork_server()
+    _end_resource_tracker()
 
 
 def _kill_workers(pool: ProcessPoolExecutor) -> None:
@@ -136,3 +137,17 @@ def _end_fork_server() -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     stop()  # closes its pipe, waits for the pid, removes its socket
+
+
+def _end_resource_tracker() -> None:
+    """Stop multiprocessing's resource tracker (the fork server started it) and reap it: left
+    alone, it ends only after this process has exited, outliving the command. `_stop` is what
+    CPython's own tests call (3.11-3.13); a later sweep starts a new one when it needs it."""
+    import multiprocessing.resource_tracker as resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    stop = getattr(tracker, "_stop", None)
+    if stop is None or getattr(tracker, "_pid", None) is None:
+        return
+    with contextlib.suppress(OSError, ChildProcessError):
+        stop()

@@ -66,7 +66,8 @@ def _checked_program(data: bytes, what: str, scratch: Path) -> Path:
 
     Model Explorer's adapter calls torch.export.load on the file; only checked bytes reach it.
     """
-    from stages.formats.safe_load import UnsafePayloadError, check_pt2_archive
+    from stages.formats.pt2_archive import check_pt2_archive
+    from stages.safe_io.safe_load import UnsafePayloadError
 
     try:
         clean = check_pt2_archive(data, what)
@@ -79,10 +80,11 @@ def _checked_program(data: bytes, what: str, scratch: Path) -> Path:
 
 def _etrecord_program(etrecord: Path) -> bytes:
     """The reference (exported) program inside an ETRecord."""
-    from stages.formats.etrecord import ETRecord, ETRecordError
+    from stages.formats.etrecord import ETRecordError
+    from stages.handover.etrecord import load_etrecord
 
     try:
-        return ETRecord.load(etrecord).program_bytes()
+        return load_etrecord(etrecord).program_bytes()
     except ETRecordError as exc:
         raise ExploreError(str(exc)) from exc
 

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from stages.formats.artifacts import ArtifactName
-from stages.formats.etrecord import ETRecordError, pack_etrecord
+from stages.formats.etrecord import ETRecordError
+from stages.handover.etrecord import pack_etrecord
 
 
 def _etrecord_path(source: Path) -> Path:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.tracking.store import sqlite_database
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 RECORD_DIR = "invocations"
 MAX_RECORD_BYTES = 64 * 1024

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from stages.formats.closed_sets import Precision
+from stages.closed_sets import Precision
 
 
 class TimeUnit(StrEnum):

@@ -12,16 +12,16 @@ from stages.backends.backend_api import (
     PreprocessResult,
 )
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder, DelegateMappingError
+from stages.backends.fault_injection import apply_output_fault, with_fault_eps
 from stages.backends.named_data_store import NamedDataMap, NamedDataStore, NamedDataStoreOutput
-from stages.formats.closed_sets import FaultKind
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle, DelegateIdentifier
-from stages.formats.fault_injection import apply_output_fault, with_fault_eps
-from stages.formats.op_encoding import op_name
-from stages.formats.tracer_protocol import (
+from stages.backends.tracer_protocol import (
     EventTracerDebugLogLevel,
     EventTracerProfilingLevel,
     EventTracerProtocol,
 )
+from stages.closed_sets import FaultKind
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DebugHandle, DelegateIdentifier
+from stages.op_encoding import op_name
 
 __all__ = [
     "DEBUG_HANDLE_META",

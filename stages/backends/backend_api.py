@@ -16,11 +16,11 @@ import torch
 
 from stages.backends.backend_error import BackendError
 from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES, REGISTERED_BACKENDS
+from stages.backends.fault_injection import fault_hits
 from stages.backends.named_data_store import NamedDataMap, NamedDataStoreOutput
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.backends.tracer_protocol import EventTracerProtocol
 from stages.formats.executorch_program import EXECUTORCH_BACKEND_PREFIX, is_executorch_backend
-from stages.formats.fault_injection import fault_hits
-from stages.formats.tracer_protocol import EventTracerProtocol
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 from stages.python_target import absolute_target, import_target
 
 # A backend's name labels run dirs, events and MLflow runs: a plain file-name-safe word.

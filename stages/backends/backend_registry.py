@@ -5,7 +5,7 @@ Torch-free, so a config check can refuse a precision without importing a backend
 
 from __future__ import annotations
 
-from stages.formats.closed_sets import Precision
+from stages.closed_sets import Precision
 
 REGISTERED_BACKENDS: dict[str, str] = {
     "xnnpack": "stages.backends.xnnpack.XnnpackBackend",

@@ -12,7 +12,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle, DelegateIdentifier
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DebugHandle, DelegateIdentifier
 
 # Identifier values ETDump reads as "no delegate identifier": a map must not use them.
 RESERVED_IDENTIFIERS: tuple[DelegateIdentifier, ...] = (-1, "")

@@ -4,7 +4,7 @@ AOT: `kernel_plan` fuses a partition into kernels, `kernel_preprocess` writes th
 the delegate's precision, the fault on the targeted kernel) to processed bytes. Run time:
 `kernel_runtime` rebuilds them from the bytes and the program's named data (precision included) and runs each with torch
 kernels; this class logs one event per kernel. `precision_emulation` and
-`stages.formats.fault_injection` hold the numeric tricks.
+`stages.backends.fault_injection` hold the numeric tricks.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from stages.backends.kernel_plan import KernelPlan, is_getitem
 from stages.backends.kernel_preprocess import preprocess_partition
 from stages.backends.kernel_runtime import LoadedDelegate, LoadedKernel, load_delegate, run_kernel
 from stages.backends.precision_emulation import round_to_precision
-from stages.formats.debug_handles import DelegateIdentifier
-from stages.formats.op_encoding import op_name
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProtocol
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProtocol
+from stages.handles.debug_handles import DelegateIdentifier
+from stages.op_encoding import op_name
 
 
 def _float_output(node: torch.fx.Node) -> bool:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import torch
 
 from stages.backends.op_support import ACTIVATIONS, ADDS, ANCHORS, BATCH_NORM
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle
-from stages.formats.op_encoding import getitem_index, op_name
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DebugHandle
+from stages.op_encoding import getitem_index, op_name
 
 
 def is_getitem(node: torch.fx.Node) -> bool:

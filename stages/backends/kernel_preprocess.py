@@ -15,20 +15,20 @@ import torch
 
 from stages.backends.backend_api import BackendError, PartitionGraph, PreprocessResult
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
+from stages.backends.fault_injection import (
+    FaultTargetError,
+    require_norm_for_epsilon,
+    with_fault_eps,
+)
 from stages.backends.kernel_blob import BlobTensor, encode_blob
 from stages.backends.kernel_plan import KernelPlan, is_getitem, plan_kernels
 from stages.backends.named_data_store import NamedDataStore
 from stages.backends.op_support import ANCHORS
 from stages.backends.precision_emulation import int8_scale, stored_weight
-from stages.formats.closed_sets import Precision
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
-from stages.formats.fault_injection import (
-    FaultTargetError,
-    require_norm_for_epsilon,
-    with_fault_eps,
-)
+from stages.closed_sets import Precision
 from stages.formats.named_data import KEY_PATTERN, MAX_KEY_LENGTH
-from stages.formats.op_encoding import encode_arg, op_name, output_slots
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
+from stages.op_encoding import encode_arg, op_name, output_slots
 
 
 class KernelDelegateHooks(Protocol):

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.backends.backend_api import BackendError
+from stages.backends.fault_injection import apply_output_fault
 from stages.backends.kernel_blob import BlobTensor
 from stages.backends.precision_emulation import round_to_precision, widened_weight
-from stages.formats.debug_handles import DelegateIdentifier
-from stages.formats.fault_injection import apply_output_fault
-from stages.formats.op_encoding import bind, bind_args, decode_arg, resolve_op
+from stages.handles.debug_handles import DelegateIdentifier
+from stages.op_encoding import bind, bind_args, decode_arg, resolve_op
 
 # (torch op, args binder, kwargs binders, output value ids, multi-output)
 KernelOp = tuple[Any, Any, dict[str, Any], list[int], bool]

@@ -12,7 +12,7 @@ from stages.backends.backend_api import (
     PartitionGraph,
     PreprocessResult,
 )
-from stages.formats.tracer_protocol import EventTracerProtocol
+from stages.backends.tracer_protocol import EventTracerProtocol
 
 
 class PortableBackend(BackendDetails):

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from stages.formats.closed_sets import Precision
+from stages.closed_sets import Precision
 
 INT8_MAX = 127.0
 

@@ -14,8 +14,8 @@ from stages.backends.kernel_delegate import KernelDelegate
 from stages.backends.kernel_plan import KernelPlan
 from stages.backends.kernel_runtime import LoadedDelegate, LoadedKernel, run_kernel
 from stages.backends.op_support import NPU_STYLE_OPS, op_flops, qnn_kernel_name, tensor_bytes
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
-from stages.formats.tracer_protocol import EventTracerProtocol
+from stages.backends.tracer_protocol import EventTracerProtocol
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 
 DEBUG_ID_PATTERN = re.compile(r"__debugID_(\d+)$")
 _METADATA = struct.Struct("<QQQ")

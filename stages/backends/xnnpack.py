@@ -6,7 +6,7 @@ from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
 from stages.backends.kernel_delegate import KernelDelegate
 from stages.backends.kernel_plan import KernelPlan
 from stages.backends.op_support import CPU_STYLE_OPS, xnnpack_kernel_name
-from stages.formats.debug_handles import DelegateIdentifier
+from stages.handles.debug_handles import DelegateIdentifier
 
 
 class XnnpackBackend(KernelDelegate):

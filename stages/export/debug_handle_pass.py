@@ -12,8 +12,8 @@ import operator
 import torch
 from torch.export import ExportedProgram
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.graph_handles import iter_operator_nodes, set_debug_handle
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_operator_nodes, set_debug_handle
 
 
 def _source_of_getitem(node: torch.fx.Node) -> torch.fx.Node | None:

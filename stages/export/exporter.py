@@ -16,8 +16,8 @@ from torch.utils import _pytree as pytree
 from stages.export.branch_sources import annotate_branch_sources
 from stages.export.debug_handle_pass import assign_debug_handles, missing_debug_handles
 from stages.export.input_mismatch import ModelInputsError, diagnose_inputs
-from stages.formats.graph_handles import iter_operator_nodes, restore_debug_handles
-from stages.formats.paused_gc import paused_gc
+from stages.handles.graph_handles import iter_operator_nodes, restore_debug_handles
+from stages.paused_gc import paused_gc
 
 
 class ExportStageError(Exception):

@@ -12,7 +12,7 @@ from torch import nn
 
 from stages.export.config import ModelConfig
 from stages.export.model_target import ModelConfigError, import_target
-from stages.formats.safe_load import UnsafePayloadError, load_tensors
+from stages.safe_io.safe_load import UnsafePayloadError, load_tensors
 
 _NO_ANNOTATION = inspect.Signature.empty
 

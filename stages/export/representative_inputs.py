@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from stages.export.config import InputsConfig, InputSpec
-from stages.formats.safe_load import UnsafePayloadError, load_tensors
 from stages.formats.samples import Samples
+from stages.safe_io.safe_load import UnsafePayloadError, load_tensors
 
 
 class InputsConfigError(ValueError):

@@ -12,12 +12,13 @@ from pathlib import Path
 from stages.export.config import ExportConfig, InputsConfig, ModelConfig
 from stages.export.exporter import export_model
 from stages.export.model_factory import build_model
+from stages.export.reference_capture import program_outputs
 from stages.export.representative_inputs import representative_inputs
 from stages.formats.artifacts import ArtifactName
-from stages.formats.exported_program import remember_exported_program, save_exported_program
-from stages.formats.graph_handles import iter_operator_nodes
-from stages.formats.reference_capture import program_outputs
-from stages.formats.samples import save_samples
+from stages.formats.exported_program import save_exported_program
+from stages.handles.graph_handles import iter_operator_nodes
+from stages.handover.exported_program import remember_exported_program
+from stages.handover.samples import save_samples
 
 
 @dataclass(frozen=True)

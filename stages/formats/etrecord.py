@@ -4,26 +4,26 @@ Members: a version marker, the reference (exported) program with debug handles (
 referred to by sha256 when it is stored beside the ETRecord: `etrecord_program_ref`),
 representative inputs, reference outputs, per-handle op/source info, and (added by the lower
 stage) the lowered graph, each partition's backend and delegate debug-handle map. Loading goes
-through `stages.formats.safe_load`: bounded zip reads, weights-only tensor files, a checked
+through `stages.safe_io.safe_load`: bounded zip reads, weights-only tensor files, a checked
 reference program whose hash is verified when it is referred to. ExecuTorch's own ETRecord format is recognised and checked by
-`executorch_etrecord.verify_executorch_etrecord` before anything else reads it.
+`executorch_etrecord.verify_executorch_etrecord` before anything else reads it. The stages save
+and load it through `stages.handover.etrecord` (the copy kept for the analysis of the same
+process, the program it holds).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path
-from stages.formats.debug_handles import DebugHandle
 from stages.formats.etrecord_program_ref import (
     PROGRAM_REF_MEMBER,
     ReferencedProgramError,
@@ -34,33 +34,20 @@ from stages.formats.etrecord_program_ref import (
 )
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
-from stages.formats.exported_program import (
-    exported_program_bytes,
-    held_exported_program,
-    holds_exported_program,
-    load_exported_program,
-)
-from stages.formats.file_digests import known_sha256
-from stages.formats.handle_info import HandleInfo, collect_handle_info
-from stages.formats.reproducible_zip import ReproducibleZipFile
-from stages.formats.safe_load import (
-    BoundedZip,
-    UnsafePayloadError,
-    ZipLimitError,
-    check_pt2_members,
-    load_tensors,
-)
+from stages.formats.pt2_archive import check_pt2_members
 from stages.formats.samples import Samples
-from stages.formats.tensor_file import repack_stored
-from stages.formats.written_files import WrittenFiles
+from stages.handles.debug_handles import DebugHandle
+from stages.handles.handle_info import HandleInfo
+from stages.safe_io.atomic_write import atomic_path
+from stages.safe_io.reproducible_zip import ReproducibleZipFile
+from stages.safe_io.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
+from stages.safe_io.tensor_file import repack_stored
 
 __all__ = [
     "DelegateMapRecord",
     "ETRecord",
     "ETRecordError",
     "ReferencedProgramError",
-    "generate_etrecord",
-    "pack_etrecord",
 ]
 
 ETRECORD_FORMAT = "delegate-debugger-etrecord"
@@ -125,17 +112,6 @@ class ETRecord:
             return Path(self.program_source).stat().st_size
         return len(self.program_bytes())
 
-    def exported_program(self) -> torch.export.ExportedProgram:
-        """The reference program with node.meta["debug_handle"] restored (the one this process
-        holds when it has it: no second load)."""
-        if self.loaded_program is not None:
-            return self.loaded_program
-        if self.reference_program_bytes is None and self.program_sha256 is not None:
-            held = held_exported_program(self.program_sha256)
-            if held is not None:
-                return held
-        return load_exported_program(self.program_bytes(), sha256=self.program_fingerprint)
-
     def save(self, path: Path) -> None:
         """Write atomically (temp file + rename)."""
         if self.loaded_program is not None:
@@ -175,18 +151,21 @@ class ETRecord:
                 )
             if self.lowering_info:
                 archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
-        _keep_saved(path, self)
 
     @classmethod
-    def load(cls, path: Path, method: str | None = None, program: Path | None = None) -> ETRecord:
+    def load(
+        cls,
+        path: Path,
+        method: str | None = None,
+        program: Path | None = None,
+        holds_program: Callable[[str], bool] | None = None,
+    ) -> ETRecord:
         """Read and validate; every problem is an ETRecordError naming the file. `method`: the
         program method to read (ExecuTorch programs with several; this tool's have `forward`).
-        An ETRecord that refers to its program reads `program`, else the file it names beside it.
+        An ETRecord that refers to its program reads `program`, else the file it names beside it,
+        unless `holds_program(sha256)` says the caller holds it (then it is not read).
         """
         path = Path(path)
-        saved = _take_saved(path, method, program)
-        if saved is not None:
-            return saved
         try:
             archive = BoundedZip(path, str(path))
         except FileNotFoundError as exc:
@@ -199,7 +178,7 @@ class ETRecord:
             ) from exc
         with archive:
             try:
-                return cls._from_archive(archive, path, method, program)
+                return cls._from_archive(archive, path, method, program, holds_program)
             except UnsafePayloadError as exc:
                 raise ETRecordError(str(exc)) from exc
             except (EOFError, KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -212,6 +191,7 @@ class ETRecord:
         path: Path,
         method: str | None = None,
         program_path: Path | None = None,
+        holds_program: Callable[[str], bool] | None = None,
     ) -> ETRecord:
         names = set(archive.names())
         if VERSION_MEMBER not in names and is_executorch_etrecord(archive.names()):
@@ -224,26 +204,9 @@ class ETRecord:
                 f"{path} records one method, 'forward' (this tool's ETRecord); "
                 f"analyze.method={method!r} names none of it"
             )
-        missing = [m for m in _REQUIRED if m not in names]
-        if len(missing) == len(_REQUIRED):  # no member of ours: not this format at all
-            shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
-            raise ETRecordError(
-                f"{path}: not an ETRecord: the zip has neither ExecuTorch's marker member "
-                f"ETRECORD_V0 nor this tool's {VERSION_MEMBER} (it holds {shown}); a truncated "
-                "or partly copied file reads like this: write or copy it again"
-            )
-        if missing:
-            raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
-        marker = _json(archive, VERSION_MEMBER, path)
-        if not isinstance(marker, dict) or marker.get("format") != ETRECORD_FORMAT:
-            raise ETRecordError(f"{path}: {VERSION_MEMBER} does not mark an ETRecord")
-        if marker.get("version") != ETRECORD_VERSION:
-            raise ETRecordError(
-                f"{path}: ETRecord version {marker.get('version')!r} is not supported "
-                f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
-            )
+        marker = _checked_marker(archive, names, path)
         program, program_file, sha256, source = _reference_program(
-            archive, names, path, program_path
+            archive, names, path, program_path, holds_program
         )
         inputs = _samples(archive.read(INPUTS_MEMBER), f"{path} member {INPUTS_MEMBER}")
         outputs = _samples(archive.read(OUTPUTS_MEMBER), f"{path} member {OUTPUTS_MEMBER}")
@@ -275,74 +238,35 @@ class ETRecord:
         )
 
 
-def generate_etrecord(
-    path: Path,
-    exported_program: torch.export.ExportedProgram,
-    representative_inputs: Samples,
-    reference_outputs: Samples,
-    model_name: str = "",
-    program_bytes: bytes | None = None,
-) -> ETRecord:
-    """Build an ETRecord from an exported program with debug handles and save it.
-
-    `program_bytes` (torch.export.save output) avoids serializing the program a second time.
-    """
-    record = ETRecord(
-        reference_program_bytes=program_bytes or exported_program_bytes(exported_program),
-        representative_inputs=representative_inputs,
-        reference_outputs=reference_outputs,
-        handles=collect_handle_info(exported_program),
-        model_name=model_name,
-    )
-    record.save(path)
-    return record
-
-
-def pack_etrecord(source: Path, out: Path, program: Path | None = None) -> ETRecord:
-    """Save `source` as a self-contained ETRecord at `out`, its referenced program embedded."""
-    record = ETRecord.load(source, program=program)
-    if record.loaded_program is not None:
+def _checked_marker(archive: BoundedZip, names: set[str], path: Path) -> dict[str, Any]:
+    """The version marker of this tool's ETRecord, after its required members are found."""
+    missing = [m for m in _REQUIRED if m not in names]
+    if len(missing) == len(_REQUIRED):  # no member of ours: not this format at all
+        shown = ", ".join(sorted(names)[:4]) + (", ..." if len(names) > 4 else "")
         raise ETRecordError(
-            f"{source}: an ExecuTorch ETRecord embeds its programs already; share it as it is"
+            f"{path}: not an ETRecord: the zip has neither ExecuTorch's marker member "
+            f"ETRECORD_V0 nor this tool's {VERSION_MEMBER} (it holds {shown}); a truncated "
+            "or partly copied file reads like this: write or copy it again"
         )
-    record.program_file = None
-    record.save(out)
-    return record
-
-
-# The ETRecord this process saved last, by the sha256 of its file: the analysis of the same
-# invocation gets a copy instead of reading and parsing the file the lower stage just wrote.
-_SAVED: WrittenFiles[ETRecord] = WrittenFiles()
-
-
-def _keep_saved(path: Path, record: ETRecord) -> None:
-    """A copy of what was just saved at `path` (replacing any kept before)."""
-    _SAVED.keep(path, copy.deepcopy(record))
-
-
-def _take_saved(path: Path, method: str | None, program: Path | None) -> ETRecord | None:
-    """A copy of the record kept for this exact, unchanged file, when it is what `load` would
-    read: method 'forward', and the program it refers to (if any) the one it names."""
-    saved = _SAVED.get(path)
-    if saved is None or method not in (None, "forward"):
-        return None
-    if saved.program_file is not None:
-        expected = Path(program) if program is not None else path.parent / saved.program_file
-        source = saved.program_source
-        if source is None or expected.resolve() != Path(source).resolve():
-            return None
-        pinned = saved.program_sha256
-        if pinned is None or known_sha256(expected) != pinned:  # gone, changed, never hashed
-            return None
-        if saved.reference_program_bytes is None and not holds_exported_program(pinned):
-            return None  # `load` reads and checks a program this process does not hold
-    elif program is not None:
-        return None
-    return copy.deepcopy(saved)
+    if missing:
+        raise ETRecordError(f"{path}: ETRecord is missing member(s) {missing}")
+    marker = _json(archive, VERSION_MEMBER, path)
+    if not isinstance(marker, dict) or marker.get("format") != ETRECORD_FORMAT:
+        raise ETRecordError(f"{path}: {VERSION_MEMBER} does not mark an ETRecord")
+    if marker.get("version") != ETRECORD_VERSION:
+        raise ETRecordError(
+            f"{path}: ETRecord version {marker.get('version')!r} is not supported "
+            f"(this tool reads version {ETRECORD_VERSION}); re-run the export stage"
+        )
+    return marker
 
 
 def _reference_program(
-    archive: BoundedZip, names: set[str], path: Path, program_path: Path | None
+    archive: BoundedZip,
+    names: set[str],
+    path: Path,
+    program_path: Path | None,
+    holds_program: Callable[[str], bool] | None,
 ) -> tuple[bytes | None, str | None, str | None, Path | None]:
     """The embedded program, or the referred-to one (hash verified; not read when this process
     holds it), its file name, sha256 and, when not read, its path."""
@@ -357,7 +281,7 @@ def _reference_program(
         return program, None, None, None
     reference = _json(archive, PROGRAM_REF_MEMBER, path)
     known = known_referenced_program(reference, path, program_path)
-    if known is not None and holds_exported_program(known[1]):
+    if known is not None and holds_program is not None and holds_program(known[1]):
         # This process holds that program (loaded or saved from the same bytes): not read again.
         candidate, sha256, program_file = known
         return None, program_file, sha256, candidate

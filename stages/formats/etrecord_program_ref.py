@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.formats.etrecord_types import ETRecordError
-from stages.formats.file_digests import known_sha256, read_with_sha256
+from stages.safe_io.file_digests import known_sha256, read_with_sha256
 
 PROGRAM_REF_MEMBER = "reference_program_ref.json"
 # The option a user passes the program with; named in every refusal.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 # Where a delegate's identifier map comes from: the backend itself, or recovered by the
 # analysis from the delegate's serialized graph (stages.analyze.link.xnnpack_recovery).

@@ -14,8 +14,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from stages.formats.checked_flatbuffer import CheckedBuffer, CheckedTable
 from stages.formats.executorch_program import is_executorch_program
+from stages.safe_io.checked_flatbuffer import CheckedBuffer, CheckedTable
 
 EXTENDED_HEADER_MAGIC = b"eh00"
 DELEGATE_CALL = 2  # InstructionArguments union: KernelCall=1, DelegateCall=2, ...

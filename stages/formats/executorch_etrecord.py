@@ -18,9 +18,9 @@ import json
 import re
 from typing import Any
 
-from stages.formats.bounded_zip import BoundedZip
 from stages.formats.pt2_archive import check_graph_json
-from stages.formats.tensor_file import UnsafePayloadError, load_tensors
+from stages.safe_io.bounded_zip import BoundedZip
+from stages.safe_io.tensor_file import UnsafePayloadError, load_tensors
 
 IDENTIFIER = "ETRECORD_V0"
 _JSON_MEMBERS = ("debug_handle_map", "delegate_map", "instruction_id_to_num_outs_map")

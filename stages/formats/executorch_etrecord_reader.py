@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.samples import Samples, samples_as_inspector_reads
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 SOURCE_FORMAT = "executorch"
@@ -180,7 +180,7 @@ def _view(
     data: bytes,
     method: str,
 ) -> dict[str, Any]:
-    from stages.formats.handle_info import collect_handle_info
+    from stages.handles.handle_info import collect_handle_info
 
     info, maps = _lowering_info(parsed, graph_name, method)
     if _quantized(program):

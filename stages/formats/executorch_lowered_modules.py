@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from stages.formats.bounded_zip import BoundedZip
 from stages.formats.etrecord_types import ETRecordError
+from stages.safe_io.bounded_zip import BoundedZip
 
 EDGE_PROGRAM = "edge_dialect_exported_program"
 CALL_DELEGATE = "executorch_call_delegate"

@@ -24,9 +24,6 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path, declare_digest
-from stages.formats.debug_handles import DebugHandle
-from stages.formats.digesting_file import DigestingFile
 from stages.formats.named_data import (
     NAMED_DATA_DIR,
     NAMED_DATA_INDEX,
@@ -37,10 +34,6 @@ from stages.formats.named_data import (
     member_name,
     read_index,
 )
-from stages.formats.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
-from stages.formats.program_handover import keep_saved, take_saved
-from stages.formats.reproducible_zip import ReproducibleZipFile
-from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 from stages.formats.shared_weights import (
     EXTERNAL_MEMBER,
     SharedWeightsError,
@@ -49,11 +42,27 @@ from stages.formats.shared_weights import (
     share_program,
     weight_file_beside,
 )
+from stages.handles.debug_handles import DebugHandle
+from stages.op_encoding import OpEncodingError, ValueId, decode_arg, resolve_op
+from stages.safe_io.atomic_write import atomic_path, declare_digest
+from stages.safe_io.digesting_file import DigestingFile
+from stages.safe_io.reproducible_zip import ReproducibleZipFile
+from stages.safe_io.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 
 PROGRAM_FORMAT = "delegate-debugger-program"
 PROGRAM_VERSION = 1
 PROGRAM_MEMBER = "program.json"
 CONSTANTS_MEMBER = "constants.pt"
+
+
+@dataclass(frozen=True)
+class WrittenProgram:
+    """What `Program.write` wrote: the file's sha256, its program.json text, and the weight file
+    it refers to ({"file": name beside it, "sha256": pinned digest}), if any."""
+
+    sha256: str
+    document: str
+    weights: dict[str, str] | None
 
 
 class ProgramError(Exception):
@@ -128,9 +137,10 @@ class Program:
     # Program-wide named data the delegates' bytes refer to by key (merged across partitions).
     named_data: dict[str, NamedData] = field(default_factory=dict)
 
-    def save(self, path: Path, weights: WeightFile | None = None) -> str:
-        """Write atomically and return the file's sha256; with `weights` (the exported program
-        beside `path`), store their bytes by reference instead of again."""
+    def write(self, path: Path, weights: WeightFile | None = None) -> WrittenProgram:
+        """Write atomically; the file's sha256, program.json and pinned weight file. With
+        `weights` (the exported program beside `path`), store their bytes by reference instead
+        of again."""
         path = Path(path)
         document = {
             "format": PROGRAM_FORMAT,
@@ -165,9 +175,7 @@ class Program:
             if manifest is not None and manifest["members"]
             else None
         )
-        # The run stage of this invocation takes it from memory (stages.formats.program_handover).
-        keep_saved(path, text, self.constant_tensors, self.delegate_blobs, pinned, self.named_data)
-        return digest
+        return WrittenProgram(digest, text, pinned)
 
 
 def _member_order(item: tuple[str, Any]) -> tuple[int, str]:
@@ -272,21 +280,30 @@ def _payload_members(archive: BoundedZip, path: Path) -> dict[str, bytes]:
     return restore(members, manifest, weight_file_beside(path, manifest), str(path))
 
 
-def load_program(path: Path) -> Program:
-    """Read and validate a lowered program; every problem is a ProgramError naming the file.
-    The program the lower stage of this process saved at `path` comes from memory."""
+def program_from_document(
+    document: str,
+    constant_tensors: dict[str, torch.Tensor],
+    delegate_blobs: dict[str, bytes],
+    named_data: dict[str, NamedData],
+    path: Path,
+) -> Program:
+    """The program whose program.json is `document`, with these constants, blobs and named data
+    (what `write` wrote at `path`)."""
+    main, constants, metadata = _decoded(json.loads(document), path)
+    return Program(
+        main=main,
+        constants=constants,
+        constant_tensors=dict(constant_tensors),
+        delegate_blobs=dict(delegate_blobs),
+        metadata=metadata,
+        named_data=dict(named_data),
+    )
+
+
+def read_program(path: Path) -> Program:
+    """Read and validate a lowered program from disk; every problem is a ProgramError naming the
+    file (the stages load it through `stages.handover.lowered_program`)."""
     path = Path(path)
-    saved = take_saved(path)
-    if saved is not None:
-        main, constants, metadata = _decoded(json.loads(saved.document), path)
-        return Program(
-            main=main,
-            constants=constants,
-            constant_tensors=dict(saved.constant_tensors),
-            delegate_blobs=dict(saved.delegate_blobs),
-            metadata=metadata,
-            named_data=dict(saved.named_data),
-        )
     try:
         archive = BoundedZip(path, str(path))
     except FileNotFoundError as exc:

@@ -15,6 +15,7 @@ checked bytes.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import operator
@@ -24,8 +25,8 @@ from typing import Any
 
 import torch
 
-from stages.formats.bounded_zip import BoundedZip, ZipLimitError
-from stages.formats.tensor_file import UnsafePayloadError, load_tensors, repack_stored
+from stages.safe_io.bounded_zip import BoundedZip, ZipLimitError
+from stages.safe_io.tensor_file import UnsafePayloadError, load_tensors, repack_stored
 
 MODEL = "model"
 _FIXED_TEXT = {
@@ -333,3 +334,22 @@ def _unexpected(name: str, what: str) -> str:
     else:
         why = "not part of a torch.export archive this tool reads"
     return f"{what} member {name} is {why}; refused"
+
+
+def check_pt2_archive(data: bytes, what: str) -> bytes:
+    """Refuse a torch.export archive with anything torch would unpickle or eval; the clean bytes."""
+    return verified_pt2_bytes(data, what)
+
+
+def load_exported_program_bytes(data: bytes, what: str) -> torch.export.ExportedProgram:
+    """torch.export.load of a checked archive, then every call target checked once more."""
+    clean = verified_pt2_bytes(data, what)
+    try:
+        program = torch.export.load(io.BytesIO(clean))
+    except Exception as exc:  # torch raises SerializeError, RuntimeError, KeyError, ...
+        raise UnsafePayloadError(
+            f"{what} is not a loadable torch.export program ({type(exc).__name__}: "
+            f"{str(exc).strip()[:200]})"
+        ) from exc
+    check_program_targets(program, what)
+    return program

@@ -1,9 +1,6 @@
 """Sample files two stages share (inputs.pt, reference_outputs.pt, run_outputs.pt): a torch.save'd
-list of tensor tuples, one tuple per sample, read back weights-only.
-
-The later stages of the process that wrote a file take its samples from memory instead of
-reading it back (`written_files`: only that exact, unchanged file), and only while no tensor was
-written to since; they get copies.
+list of tensor tuples, one tuple per sample, read back weights-only (the later stages of the
+process that wrote one take it from memory: `stages.handover.samples`).
 """
 
 from __future__ import annotations
@@ -12,43 +9,27 @@ from pathlib import Path
 
 import torch
 
-from stages.formats.atomic_write import atomic_path, declare_digest
-from stages.formats.hashing_writer import HashingWriter
-from stages.formats.safe_load import load_tensors
-from stages.formats.tensor_versions import tensor_versions
-from stages.formats.written_files import WrittenFiles
+from stages.safe_io.atomic_write import atomic_path, declare_digest
+from stages.safe_io.hashing_writer import HashingWriter
+from stages.safe_io.safe_load import load_tensors
 
 Samples = list[tuple[torch.Tensor, ...]]
 
-# What this process wrote: the samples and their tensors' versions. A few files (inputs,
-# reference and run outputs), each a few tensors per sample.
-_WRITTEN: WrittenFiles[tuple[Samples, tuple[int, ...]]] = WrittenFiles(capacity=4)
 
-
-def save_samples(samples: Samples, path: Path) -> None:
-    """torch.save a list of tuples atomically (hashed as written, not read back)."""
+def write_samples(samples: Samples, path: Path) -> Samples:
+    """torch.save a list of tuples atomically (hashed as written, not read back); the tuples
+    written."""
     kept = [tuple(s) for s in samples]
     with atomic_path(path) as tmp, tmp.open("wb") as file:
         writer = HashingWriter(file)
         torch.save(kept, writer)  # type: ignore[arg-type]  # an io.RawIOBase
         writer.flush()
         declare_digest(tmp, writer.sha256())
-    tensors = [t for sample in kept for t in sample]
-    versions = (
-        tensor_versions(tensors) if all(isinstance(t, torch.Tensor) for t in tensors) else None
-    )
-    if versions is not None:
-        _WRITTEN.keep(path, (kept, versions))
+    return kept
 
 
-def load_samples(path: Path) -> Samples:
-    """Read inputs.pt / reference_outputs.pt (weights-only); a file this process wrote, still
-    as written, comes from memory (copies of the tensors written)."""
-    written = _WRITTEN.get(path)
-    if written is not None:
-        samples, versions = written
-        if tensor_versions([t for sample in samples for t in sample]) == versions:
-            return [tuple(t.detach().clone() for t in sample) for sample in samples]
+def read_samples(path: Path) -> Samples:
+    """Read inputs.pt / reference_outputs.pt / run_outputs.pt from disk (weights-only)."""
     return [tuple(s) for s in load_tensors(path.read_bytes(), str(path))]
 
 

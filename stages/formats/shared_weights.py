@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from stages.formats.bounded_zip import BoundedZip, ZipLimitError
 from stages.formats.named_data import byte_view
-from stages.formats.payload_search import find_payloads
+from stages.payload_search import find_payloads
+from stages.safe_io.bounded_zip import BoundedZip, ZipLimitError
 
 EXTERNAL_MEMBER = "external_weights.json"
 MIN_SHARED_BYTES = 4096  # smaller ranges are not worth a reference

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from stages.formats.checked_flatbuffer import CheckedBuffer, CheckedTable
+from stages.safe_io.checked_flatbuffer import CheckedBuffer, CheckedTable
 
 HEADER_MAGIC = b"XH00"
 FILE_IDENTIFIERS = (b"XN00", b"XN01")

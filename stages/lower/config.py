@@ -7,7 +7,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from stages.formats.closed_sets import FaultKind, Precision
+from stages.closed_sets import FaultKind, Precision
 
 
 @dataclass

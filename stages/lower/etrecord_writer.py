@@ -14,9 +14,10 @@ from typing import Any
 import torch
 
 from stages.formats.etrecord import DelegateMapRecord, ETRecord
-from stages.formats.handle_info import collect_handle_info
 from stages.formats.program import Program
-from stages.formats.samples import load_samples
+from stages.handles.handle_info import collect_handle_info
+from stages.handover.etrecord import save_etrecord
+from stages.handover.samples import load_samples
 
 
 def lowered_graph_text(lowered: Program) -> str:
@@ -61,5 +62,5 @@ def write_etrecord(
         program_sha256=program_sha256,
         program_source=Path(program_path),
     )
-    record.save(path)
+    save_etrecord(record, path)
     return record

@@ -14,10 +14,10 @@ from typing import Any
 
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
-from stages.formats.atomic_write import atomic_path, write_text_atomic
-from stages.formats.exported_program import load_exported_program
-from stages.formats.samples import load_samples
+from stages.handover.exported_program import load_exported_program
+from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
+from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"

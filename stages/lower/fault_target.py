@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.graph_handles import iter_graph_modules
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_graph_modules
 
 TOP_LEVEL = ""
 

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 
 from stages.backends.backend_api import PartitionGraph
-from stages.formats.closed_sets import MapFindingKind
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
-from stages.formats.delegate_map_findings import MapFinding
+from stages.backends.delegate_map_findings import MapFinding
+from stages.closed_sets import MapFindingKind
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 
 
 class MapShapeError(ValueError):

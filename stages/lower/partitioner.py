@@ -14,7 +14,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from stages.backends.backend_api import BackendDetails, PartitionGraph, Rejection
-from stages.formats.debug_handles import DEBUG_HANDLE_META
+from stages.handles.debug_handles import DEBUG_HANDLE_META
 
 
 @dataclass(frozen=True)

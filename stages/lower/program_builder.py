@@ -9,11 +9,9 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.backends.backend_api import PartitionGraph, PreprocessResult
+from stages.backends.fault_injection import fault_hits, require_norm_for_epsilon, with_fault_eps
 from stages.backends.named_data_store import merged_named_data
 from stages.backends.op_support import base_name
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.fault_injection import fault_hits, require_norm_for_epsilon, with_fault_eps
-from stages.formats.op_encoding import encode_arg, op_name, output_slots
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -22,6 +20,8 @@ from stages.formats.program import (
     Program,
     SubProgram,
 )
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.op_encoding import encode_arg, op_name, output_slots
 
 
 class UnsupportedHigherOrderOpError(ValueError):

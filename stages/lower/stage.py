@@ -21,22 +21,17 @@ from stages.backends.backend_api import (
     PreprocessResult,
     backend_class,
 )
-from stages.formats.artifacts import ArtifactName
-from stages.formats.atomic_write import write_text_atomic
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.delegate_map_findings import (
+from stages.backends.delegate_map_findings import (
     ERROR,
     MAP_CHECK_KEY,
     MapFinding,
     summary_line,
 )
+from stages.backends.fault_injection import FAULT_KINDS, fault_hits
+from stages.export.reference_capture import capture_node_outputs
+from stages.formats.artifacts import ArtifactName
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
-from stages.formats.exported_program import holds_exported_program, load_exported_program
-from stages.formats.fault_injection import FAULT_KINDS, fault_hits
-from stages.formats.file_digests import known_sha256, read_with_sha256
-from stages.formats.graph_handles import iter_operator_nodes
-from stages.formats.held_weights import held_weight_file
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -44,9 +39,13 @@ from stages.formats.program import (
     Program,
     SubProgram,
 )
-from stages.formats.reference_capture import capture_node_outputs
-from stages.formats.samples import load_samples
 from stages.formats.shared_weights import weight_file, weight_file_read_lazily
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_operator_nodes
+from stages.handover.exported_program import holds_exported_program, load_exported_program
+from stages.handover.held_weights import held_weight_file
+from stages.handover.lowered_program import save_program
+from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord
 from stages.lower.executorch_lowering import lower_with_executorch
@@ -65,6 +64,8 @@ from stages.lower.partitioner import (
     summarize_rejections,
 )
 from stages.lower.program_builder import build_program
+from stages.safe_io.atomic_write import write_text_atomic
+from stages.safe_io.file_digests import known_sha256, read_with_sha256
 
 log = logging.getLogger(__name__)
 
@@ -293,15 +294,15 @@ def _save_program(
     beside = run_dir / ArtifactName.EXPORTED_PROGRAM
     # Weights once: the program refers to exported.pt2's weights when it sits beside it.
     if not _same_file(exported.path, beside):
-        return _SavedProgram(lowered, program_path, lowered.save(program_path, None))
+        return _SavedProgram(lowered, program_path, save_program(lowered, program_path, None))
     if exported.data is not None:
         shared = weight_file(exported.data, beside.name, str(beside), exported.sha256)
-        return _SavedProgram(lowered, program_path, lowered.save(program_path, shared))
+        return _SavedProgram(lowered, program_path, save_program(lowered, program_path, shared))
     held = held_weight_file(beside, exported.sha256)  # the held tensors are those bytes
     if held is not None:
-        return _SavedProgram(lowered, program_path, lowered.save(program_path, held))
+        return _SavedProgram(lowered, program_path, save_program(lowered, program_path, held))
     with weight_file_read_lazily(beside, exported.sha256) as lazily:  # one member at a time
-        return _SavedProgram(lowered, program_path, lowered.save(program_path, lazily))
+        return _SavedProgram(lowered, program_path, save_program(lowered, program_path, lazily))
 
 
 def _delegate_maps(backend: BackendConfig, parts: _Partitioned) -> list[DelegateMapRecord]:

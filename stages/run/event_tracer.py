@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.formats.etdump import (
     AllocationEvent,
     DebugBufferWriter,
@@ -38,7 +38,8 @@ from stages.formats.etdump.records import (
     FINGERPRINT_EVENT,
     add_stamp,
 )
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
+from stages.handover.debug_buffer import write_debug_buffer
 
 _now = time.perf_counter_ns
 
@@ -363,7 +364,7 @@ class EventTracer:
             add_stamp(dump, DEBUG_BUFFER_EVENT, self._buffer.payload_sha256())
         size = write_etdump(etdump_path, dump)
         debug = (
-            self._buffer.write(debug_buffer_path, self._program_fingerprint)
+            write_debug_buffer(self._buffer, debug_buffer_path, self._program_fingerprint)
             if debug_buffer_path is not None
             else 0
         )

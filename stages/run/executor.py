@@ -14,10 +14,10 @@ from typing import Any
 import torch
 
 from stages.backends.backend_api import BackendDetails, backend_class
+from stages.backends.fault_injection import apply_output_fault
 from stages.backends.named_data_store import NamedDataMap
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProtocol
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, METHOD_EVENT
-from stages.formats.fault_injection import apply_output_fault
-from stages.formats.op_encoding import ValueRef, bind, bind_args, resolve_op
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -25,7 +25,7 @@ from stages.formats.program import (
     Program,
     SubProgram,
 )
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProtocol
+from stages.op_encoding import ValueRef, bind, bind_args, resolve_op
 
 Step = Callable[[list[Any], EventTracerProtocol | None], None]
 

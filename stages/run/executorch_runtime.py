@@ -28,6 +28,7 @@ from stages.formats.etdump.records import (
     add_stamp,
 )
 from stages.formats.etdump.writer import write_etdump
+from stages.handover.debug_buffer import write_debug_buffer
 from stages.progress_display import ProgressDisplay
 from stages.run.iteration_budget import IterationBudget
 from stages.run.native_stderr import native_stderr_to_log
@@ -150,7 +151,7 @@ def write_run(run: ExecuTorchRun, program: bytes, etdump_path: Path, debug_path:
     add_stamp(run.etdump, FINGERPRINT_EVENT, fingerprint)
     add_stamp(run.etdump, DEBUG_BUFFER_EVENT, buffer.payload_sha256())
     size = write_etdump(etdump_path, run.etdump)
-    buffer.write(debug_path, fingerprint)
+    write_debug_buffer(buffer, debug_path, fingerprint)
     return size
 
 

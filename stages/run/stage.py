@@ -16,20 +16,19 @@ from typing import Any
 
 import torch
 
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.executorch_program import is_executorch_program
-from stages.formats.file_digests import file_sha256
-from stages.formats.program import load_program
-from stages.formats.program_handover import holds_saved
-from stages.formats.samples import load_samples, save_samples
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
+from stages.handover.lowered_program import holds_saved, load_program
+from stages.handover.samples import load_samples, save_samples
 from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
 from stages.run.executor import Executor
 from stages.run.iteration_budget import IterationBudget, IterationBudgetError
+from stages.safe_io.file_digests import file_sha256
 
 log = logging.getLogger(__name__)
 

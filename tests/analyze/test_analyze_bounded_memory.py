@@ -21,7 +21,7 @@ from stages.analyze.stage import AnalyzeOptionError, run_analyze
 from stages.formats.etdump import ETDumpData, read_etdump, write_etdump
 from stages.formats.etdump.records import STAMP_EVENTS, TIMED_BLOCK
 from stages.formats.etdump.streaming import open_etdump
-from stages.formats.etrecord import ETRecord
+from stages.handover.etrecord import load_etrecord
 from tests.helpers.analyze_runs import RunTiny, read_summary
 
 ITERATIONS = 12
@@ -70,7 +70,7 @@ def test_state_of_the_analysis_does_not_grow_with_iterations(run_dir: Path, tmp_
     """Ten times the iterations: the latency state per row is the same size (a sketch of the
     same values), the opened ETDump holds a few bytes per block and none per event, and
     trace.json shows the first `trace_iterations` blocks and says so."""
-    index = ProgramIndex.from_etrecord(ETRecord.load(run_dir / "etrecord.zip"))
+    index = ProgramIndex.from_etrecord(load_etrecord(run_dir / "etrecord.zip"))
     dump = read_etdump(run_dir / "etdump.etdp")
     paths, states, counts, held, events = {}, {}, {}, {}, {}
     for times in (1, 10):
@@ -153,7 +153,7 @@ def test_outputs_equal_the_in_memory_path(
         summary.pop("artifacts")
     assert summaries[0] == summaries[1]
 
-    index = ProgramIndex.from_etrecord(ETRecord.load(run_dir / "etrecord.zip"))
+    index = ProgramIndex.from_etrecord(load_etrecord(run_dir / "etrecord.zip"))
     with (streamed / "events.csv").open() as fh:
         written = [{k: float(row[k]) for k in ("p10", "p50", "p90", "avg", "min", "max")}
                    for row in csv.DictReader(fh)]  # fmt: skip

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from stages.analyze.compare.comparators import build_comparators
-from stages.analyze.compare.numeric_gap import compute_numeric_gap, runtime_outputs
+from stages.analyze.compare.numeric_gap import compute_numeric_gap
+from stages.analyze.compare.runtime_outputs import runtime_outputs
 from stages.analyze.compare.verdict import VerdictConfigError, decide
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.link.event_table import EVENT_COLUMNS, TimeUnitError
@@ -20,7 +21,7 @@ from stages.analyze.report.terminal_report import format_terminal_report
 from stages.analyze.stage import run_analyze
 from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT, STAMP_EVENTS
-from stages.formats.etrecord import ETRecord
+from stages.handover.etrecord import etrecord_program, load_etrecord
 from tests.helpers.analyze_runs import RunTiny, read_summary
 from tests.helpers.executorch_fixtures import executorch_fixtures
 
@@ -48,7 +49,7 @@ def test_clean_run_passes_and_kernel_rows_name_their_ops(
     assert summary["verdict"] == "pass", summary["first_divergence"]
     assert summary["first_divergence"] is None
     assert summary["compared_outputs"] > 0
-    record = ETRecord.load(run_dir / "etrecord.zip")
+    record = load_etrecord(run_dir / "etrecord.zip")
     names = {h: info.op_names for h, info in record.handles.items()}
     gaps = _rows(run_dir / "numeric_gap.csv")
     kernels = [g for g in gaps if g["is_delegated_op"] == "True"]
@@ -239,7 +240,7 @@ def test_cond_branch_ops_and_the_cond_are_compared(run_tiny: RunTiny) -> None:
 
 def test_a_wrongly_shaped_runtime_output_is_a_mismatch_row_not_a_crash(run_tiny: RunTiny) -> None:
     run_dir = run_tiny("clean-mlp-xnnpack", "mlp", "backend=xnnpack")
-    record = ETRecord.load(run_dir / "etrecord.zip")
+    record = load_etrecord(run_dir / "etrecord.zip")
     index = ProgramIndex.from_etrecord(record)
     outputs = runtime_outputs(
         read_etdump(run_dir / "etdump.etdp"), (run_dir / "debug.bin").read_bytes(), index
@@ -248,7 +249,7 @@ def test_a_wrongly_shaped_runtime_output_is_a_mismatch_row_not_a_crash(run_tiny:
     outputs = [outputs[0], broken, *outputs[2:]]
     comparators = build_comparators(["snr"], None)
     _, rows = compute_numeric_gap(
-        outputs, record.exported_program(), record.representative_inputs, comparators
+        outputs, etrecord_program(record), record.representative_inputs, comparators
     )
     bad = [r for r in rows if r.status == "shape_mismatch"]
     assert len(bad) == 1 and bad[0].handles == broken.link.debug_handles

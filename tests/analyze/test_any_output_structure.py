@@ -15,7 +15,7 @@ import torch
 from omegaconf import open_dict
 
 from pipeline.runner import run_pipeline
-from stages.formats.samples import load_samples
+from stages.handover.samples import load_samples
 from tests.helpers.configs import compose_config
 from tests.helpers.user_models import STRUCTURES_INPUTS
 

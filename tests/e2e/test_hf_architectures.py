@@ -25,8 +25,8 @@ pytest.importorskip(
 from pipeline.runner import run_pipeline
 from stages.backends.backend_api import backend_class
 from stages.export.zoo.hf import ARCHITECTURES
-from stages.formats.exported_program import load_exported_program
-from stages.formats.op_encoding import op_name
+from stages.handover.exported_program import load_exported_program
+from stages.op_encoding import op_name
 from tests.helpers.configs import compose_config
 
 TESTED = ["bert", "gpt2", "llama", "t5", "whisper_encoder", "vit", "convnext"]

@@ -12,10 +12,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from stages.export.exporter import ExportStageError
 from stages.export.stage import run_export
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.exported_program import load_exported_program
-from stages.formats.graph_handles import iter_operator_nodes
-from stages.formats.samples import load_samples
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_operator_nodes
+from stages.handover.exported_program import load_exported_program
+from stages.handover.samples import load_samples
 from tests.helpers.configs import ZOO_MODELS
 
 

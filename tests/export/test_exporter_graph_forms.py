@@ -14,8 +14,9 @@ from torch.export.graph_signature import OutputKind
 from torch.utils import _pytree as pytree
 
 from stages.export.exporter import export_model
-from stages.formats.exported_program import load_exported_program, save_exported_program
-from stages.formats.reference_capture import program_outputs
+from stages.export.reference_capture import program_outputs
+from stages.formats.exported_program import save_exported_program
+from stages.handover.exported_program import load_exported_program
 from stages.lower.program_builder import UnsupportedHigherOrderOpError
 from stages.lower.stage import run_lower
 

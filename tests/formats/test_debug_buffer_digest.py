@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.formats import atomic_write, file_digests
 from stages.formats.etdump.debug_buffer import DebugBufferWriter
-from stages.formats.file_digests import known_sha256
+from stages.safe_io import atomic_write, file_digests
+from stages.safe_io.file_digests import known_sha256
 
 
 def test_the_debug_buffer_digest_is_kept_as_written_without_reading_it_back(

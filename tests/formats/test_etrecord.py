@@ -6,10 +6,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.export.debug_handle_pass import assign_debug_handles
-from stages.formats import etrecord as etrecord_module
-from stages.formats.atomic_write import write_bytes_atomic
-from stages.formats.etrecord import ETRecord, ETRecordError, generate_etrecord
+from stages.formats.etrecord import ETRecordError
+from stages.handover.etrecord import (
+    etrecord_program,
+    load_etrecord,
+    save_etrecord,
+)
+from tests.helpers.tiny_etrecord import write_tiny_etrecord
 
 
 class _Evil:
@@ -19,14 +22,7 @@ class _Evil:
 
 @pytest.fixture
 def etrecord_path(tmp_path: Path) -> Path:
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
-    program = torch.export.export(model, (torch.randn(1, 4),))
-    assign_debug_handles(program)
-    x = (torch.randn(1, 4),)
-    generate_etrecord(
-        tmp_path / "etrecord.zip", program, [x], [(model(*x).detach(),)], model_name="tiny"
-    )
-    return tmp_path / "etrecord.zip"
+    return write_tiny_etrecord(tmp_path / "etrecord.zip")
 
 
 def _rewrite(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
@@ -36,15 +32,15 @@ def _rewrite(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
 
 
 def test_round_trip(etrecord_path: Path, tmp_path: Path) -> None:
-    record = ETRecord.load(etrecord_path)
-    record.save(tmp_path / "again.zip")
-    again = ETRecord.load(tmp_path / "again.zip")
+    record = load_etrecord(etrecord_path)
+    save_etrecord(record, tmp_path / "again.zip")
+    again = load_etrecord(tmp_path / "again.zip")
     assert again.handles == record.handles and again.model_name == "tiny"
     assert again.program_fingerprint == record.program_fingerprint
     assert torch.equal(again.reference_outputs[0][0], record.reference_outputs[0][0])
     assert {
         n.meta.get("debug_handle")
-        for n in again.exported_program().graph.nodes
+        for n in etrecord_program(again).graph.nodes
         if n.op == "call_function"
     } == {1, 2}
 
@@ -53,7 +49,7 @@ def test_truncated_file_names_the_file(etrecord_path: Path, tmp_path: Path) -> N
     bad = tmp_path / "truncated.zip"
     bad.write_bytes(etrecord_path.read_bytes()[: etrecord_path.stat().st_size // 2])
     with pytest.raises(ETRecordError, match=str(bad)):
-        ETRecord.load(bad)
+        load_etrecord(bad)
 
 
 def test_wrong_version_marker(etrecord_path: Path, tmp_path: Path) -> None:
@@ -64,7 +60,7 @@ def test_wrong_version_marker(etrecord_path: Path, tmp_path: Path) -> None:
         {"etrecord_version.json": b'{"format": "delegate-debugger-etrecord", "version": 99}'},
     )
     with pytest.raises(ETRecordError, match=r"v99\.zip: ETRecord version 99 is not supported"):
-        ETRecord.load(bad)
+        load_etrecord(bad)
 
 
 @pytest.mark.parametrize("member", ["debug_handles.json", "representative_inputs.pt"])
@@ -78,7 +74,7 @@ def test_member_with_a_pickle_payload_is_refused(
     )
     _rewrite(etrecord_path, bad, {member: payload.getvalue()})
     with pytest.raises(ETRecordError, match=str(bad)):
-        ETRecord.load(bad)
+        load_etrecord(bad)
     assert "pwned" not in capsys.readouterr().out
 
 
@@ -99,54 +95,27 @@ def test_pickle_inside_the_embedded_program_is_refused(
     bad = tmp_path / "evil_program.zip"
     _rewrite(etrecord_path, bad, {"reference_program.pt2": inner_out.getvalue()})
     with pytest.raises(ETRecordError, match="not a weights-only tensor file"):
-        ETRecord.load(bad)
+        load_etrecord(bad)
     assert "pwned" not in capsys.readouterr().out
 
 
 def test_by_reference_round_trip_keeps_the_reference(etrecord_path: Path, tmp_path: Path) -> None:
     """Saved with a program file name, the ETRecord holds a reference, and a re-save keeps it."""
-    record = ETRecord.load(etrecord_path)
+    record = load_etrecord(etrecord_path)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "exported.pt2").write_bytes(record.program_bytes())
     record.program_file = "exported.pt2"
-    record.save(run_dir / "etrecord.zip")
+    save_etrecord(record, run_dir / "etrecord.zip")
     with zipfile.ZipFile(run_dir / "etrecord.zip") as z:
         names = set(z.namelist())
     assert "reference_program.pt2" not in names and "reference_program_ref.json" in names
-    again = ETRecord.load(run_dir / "etrecord.zip")
+    again = load_etrecord(run_dir / "etrecord.zip")
     assert again.program_file == "exported.pt2"
     assert again.program_fingerprint == record.program_fingerprint
-    assert again.exported_program().graph_module is not None
+    assert etrecord_program(again).graph_module is not None
     (run_dir / "exported.pt2").rename(run_dir / "renamed.pt2")
     with pytest.raises(ETRecordError, match="does not exist"):
-        ETRecord.load(run_dir / "etrecord.zip")
-    explicit = ETRecord.load(run_dir / "etrecord.zip", program=run_dir / "renamed.pt2")
+        load_etrecord(run_dir / "etrecord.zip")
+    explicit = load_etrecord(run_dir / "etrecord.zip", program=run_dir / "renamed.pt2")
     assert explicit.handles == record.handles
-
-
-def test_the_etrecord_just_saved_is_taken_from_memory_while_it_and_its_program_are_unchanged(
-    etrecord_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The analysis of the process that saved an ETRecord gets a copy of it instead of reading
-    the file; a changed file, or a program file gone, is read (and refused) as from disk."""
-    record = ETRecord.load(etrecord_path)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    program = run_dir / "exported.pt2"
-    write_bytes_atomic(program, record.program_bytes())  # hashed as written, like export's
-    record.program_file, record.program_source = "exported.pt2", program
-    record.save(run_dir / "etrecord.zip")
-    with monkeypatch.context() as patch:
-        patch.setattr(etrecord_module, "BoundedZip", _refuse_reading)
-        taken = ETRecord.load(run_dir / "etrecord.zip")
-        taken.handles.clear()  # a copy: the next reader still gets the handles
-        assert ETRecord.load(run_dir / "etrecord.zip").handles == record.handles
-    assert taken.program_fingerprint == record.program_fingerprint
-    program.rename(run_dir / "renamed.pt2")
-    with pytest.raises(ETRecordError, match="does not exist"):
-        ETRecord.load(run_dir / "etrecord.zip")
-
-
-def _refuse_reading(path: Path, where: str) -> None:
-    raise AssertionError(f"{where} was read from disk")

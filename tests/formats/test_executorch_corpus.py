@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from stages.handover.etrecord import etrecord_program, load_etrecord
 from tests.helpers.executorch_corpus import Analysis, analyses, corpus_dir, files_of_kind
 
 SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
@@ -38,7 +39,7 @@ def _refusal_types() -> tuple[type[Exception], ...]:
     from stages.analyze.load.loading import AnalyzeInputError
     from stages.formats.etdump.records import ETDumpError
     from stages.formats.etrecord_types import ETRecordError
-    from stages.formats.tensor_file import UnsafePayloadError
+    from stages.safe_io.tensor_file import UnsafePayloadError
 
     return (AnalyzeInputError, ETDumpError, ETRecordError, ProgramMismatchError, UnsafePayloadError)
 
@@ -104,9 +105,7 @@ def _random_reference(etrecord: Path) -> bool:
     it, Inspector's and ours, draws other ones, so gaps agree only in magnitude."""
     import torch
 
-    from stages.formats.etrecord import ETRecord
-
-    program = ETRecord.load(etrecord).exported_program()
+    program = etrecord_program(load_etrecord(etrecord))
     return any(
         isinstance(n.target, torch._ops.OpOverload)
         and torch.Tag.nondeterministic_seeded in n.target.tags
@@ -190,9 +189,8 @@ def test_every_etdump_agrees_with_inspector_or_is_refused_clearly(
 def test_every_etrecord_loads_or_is_refused_for_its_real_cause(corpus: Path) -> None:
     from executorch.devtools import parse_etrecord
 
-    from stages.formats.etrecord import ETRecord
     from stages.formats.etrecord_types import ETRecordError
-    from stages.formats.tensor_file import UnsafePayloadError
+    from stages.safe_io.tensor_file import UnsafePayloadError
 
     records = files_of_kind(corpus, "etrecord")
     assert len(records) >= 10
@@ -204,7 +202,7 @@ def test_every_etrecord_loads_or_is_refused_for_its_real_cause(corpus: Path) -> 
         except Exception:
             theirs = None
         try:
-            ETRecord.load(path)
+            load_etrecord(path)
             loaded += 1
         except (ETRecordError, UnsafePayloadError) as exc:
             message = str(exc)
@@ -303,14 +301,13 @@ def test_two_methods_are_kept_apart_and_named(corpus: Path, tmp_path: Path) -> N
 
 
 def test_a_truncated_executorch_etrecord_is_named_truncated(corpus: Path, tmp_path: Path) -> None:
-    from stages.formats.etrecord import ETRecord
     from stages.formats.etrecord_types import ETRecordError
 
     data = (corpus / "api_two_methods" / "etrecord.bin").read_bytes()
     cut = tmp_path / "etrecord.bin"
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(ETRecordError) as caught:
-        ETRecord.load(cut)
+        load_etrecord(cut)
     message = str(caught.value)
     assert str(cut) in message and ("truncated" in message or "not a readable zip" in message)
     assert "reference_program.pt2" not in message  # our format's members are not the cause
@@ -378,7 +375,6 @@ def test_an_etdump_of_another_method_is_not_called_another_program(
 def test_each_method_is_analysed_when_named(corpus: Path, tmp_path: Path) -> None:
     from stages.analyze.config import AnalyzeConfig
     from stages.analyze.stage import run_analyze
-    from stages.formats.etrecord import ETRecord
     from stages.formats.etrecord_types import ETRecordError
 
     folder = corpus / "api_two_methods"
@@ -408,4 +404,4 @@ def test_each_method_is_analysed_when_named(corpus: Path, tmp_path: Path) -> Non
         {"decode"},
     )
     with pytest.raises(ETRecordError, match=r"no method 'encode' \(it records forward, decode\)"):
-        ETRecord.load(folder / "etrecord.bin", "encode")
+        load_etrecord(folder / "etrecord.bin", "encode")

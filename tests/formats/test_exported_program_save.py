@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from stages.export.debug_handle_pass import assign_debug_handles
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.exported_program import load_exported_program, save_exported_program
-from stages.formats.graph_handles import iter_operator_nodes
+from stages.formats.exported_program import save_exported_program
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_operator_nodes
+from stages.handover.exported_program import load_exported_program
 
 
 class _Stack(nn.Module):

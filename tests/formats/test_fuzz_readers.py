@@ -21,7 +21,8 @@ import pytest
 
 from stages.backends.backend_api import BackendError
 from stages.formats.etdump import ETDumpError, ScalarType, TensorRecord, tensor_from_buffer
-from stages.formats.program import ProgramError, load_program
+from stages.formats.program import ProgramError
+from stages.handover.lowered_program import load_program
 from tests.helpers.executorch_fixtures import executorch_fixtures
 from tests.helpers.fuzz_targets import executorch_etrecord, executorch_targets, our_targets
 from tests.helpers.fuzzing import FuzzReport, FuzzTarget, fuzz, run_case

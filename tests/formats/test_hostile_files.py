@@ -17,13 +17,16 @@ from stages.analyze.load.loading import load_inputs
 from stages.export.config import InputSpec, ModelConfig
 from stages.export.model_factory import ModelConfigError, build_model
 from stages.export.representative_inputs import InputsConfigError, load_inputs_file
-from stages.formats.etrecord import ETRecord, ETRecordError, pack_etrecord
-from stages.formats.exported_program import ExportedProgramError, load_exported_program
-from stages.formats.program import ProgramError, load_program
-from stages.formats.safe_load import UnsafePayloadError
-from stages.formats.samples import load_samples
+from stages.formats.etrecord import ETRecord, ETRecordError
+from stages.formats.exported_program import ExportedProgramError
+from stages.formats.program import ProgramError
+from stages.handover.etrecord import pack_etrecord
+from stages.handover.exported_program import load_exported_program
+from stages.handover.lowered_program import load_program
+from stages.handover.samples import load_samples
 from stages.lower.stage import run_lower
 from stages.run.stage import run_run
+from stages.safe_io.safe_load import UnsafePayloadError
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.hostile_files import (
     Hostile,

@@ -20,7 +20,7 @@ from stages.formats.etdump.methods import method_ordinals, split_methods
 from stages.formats.etdump.records import ETDumpError
 from stages.formats.pt2_archive import OPERATOR_NAMESPACES, check_target_name
 from stages.formats.samples import samples_as_inspector_reads
-from stages.formats.tensor_file import UnsafePayloadError
+from stages.safe_io.tensor_file import UnsafePayloadError
 
 
 def test_one_flat_tuple_is_one_sample_and_a_list_of_tuples_is_several() -> None:

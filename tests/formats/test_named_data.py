@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.formats import program_handover
 from stages.formats.named_data import NamedData, tensor_bytes
-from stages.formats.program import Program, ProgramError, SubProgram, load_program
+from stages.formats.program import Program, ProgramError, SubProgram
 from stages.formats.shared_weights import EXTERNAL_MEMBER, open_weight_file
+from stages.handover import lowered_program as program_handover
+from stages.handover.lowered_program import load_program, save_program
 
 
 def _program(named: dict[str, torch.Tensor]) -> Program:
@@ -39,7 +40,7 @@ def _load_from_file(path: Path) -> Program:
 def test_named_data_round_trips_through_the_file(tmp_path: Path) -> None:
     tensors = _tensors()
     path = tmp_path / "lowered_program.zip"
-    _program(tensors).save(path)
+    save_program(_program(tensors), path)
     with zipfile.ZipFile(path) as z:
         index = json.loads(z.read("named_data.json"))
         stored = z.read("named_data/big.weight")
@@ -61,7 +62,7 @@ def test_named_data_equal_to_a_weight_member_is_stored_by_reference(tmp_path: Pa
     with zipfile.ZipFile(weights_path, "w") as z:
         z.writestr("archive/data/weights/weight_0", tensors["big.weight"].numpy().tobytes())
     path = tmp_path / "lowered_program.zip"
-    _program(tensors).save(path, open_weight_file(weights_path))
+    save_program(_program(tensors), path, open_weight_file(weights_path))
     with zipfile.ZipFile(path) as z:
         manifest = json.loads(z.read(EXTERNAL_MEMBER))
         assert z.getinfo("named_data/big.weight").file_size == 0
@@ -140,7 +141,7 @@ def test_corrupt_named_data_is_refused_naming_the_file(
     tmp_path: Path, edit: Callable[[dict[str, bytes]], None], message: str
 ) -> None:
     path = tmp_path / "lowered_program.zip"
-    _program(_tensors()).save(path)
+    save_program(_program(_tensors()), path)
     evil = _rewritten(path, tmp_path / "evil.zip", edit)
     with pytest.raises(ProgramError, match=message) as caught:
         _load_from_file(evil)

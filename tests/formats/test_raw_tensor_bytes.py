@@ -10,11 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.formats.exported_program import (
-    ExportedProgramError,
-    exported_program_bytes,
-    load_exported_program,
-)
+from stages.formats.exported_program import ExportedProgramError, exported_program_bytes
+from stages.handover.exported_program import load_exported_program
 from tests.helpers.hostile_files import pickle_payload, rewrite_zip, torch_zip_with_pickle
 
 

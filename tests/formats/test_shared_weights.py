@@ -12,7 +12,7 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from stages.formats.program import ProgramError, load_program
+from stages.formats.program import ProgramError
 from stages.formats.shared_weights import (
     EXTERNAL_MEMBER,
     WeightFile,
@@ -22,6 +22,7 @@ from stages.formats.shared_weights import (
     share,
     split_member,
 )
+from stages.handover.lowered_program import load_program
 from stages.lower.stage import run_lower
 from tests.helpers.lowering import export_and_lower
 from tests.helpers.plain_weight_scan import reference_matches

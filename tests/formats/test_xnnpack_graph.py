@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.formats.bounded_zip import BoundedZip
 from stages.formats.executorch_delegates import ExecuTorchProgramError, read_delegate_payloads
 from stages.formats.executorch_lowered_modules import lowered_modules
 from stages.formats.xnnpack_graph import (
@@ -29,6 +28,7 @@ from stages.formats.xnnpack_graph import (
     is_xnnpack_payload,
     read_xnnpack_graph,
 )
+from stages.safe_io.bounded_zip import BoundedZip
 from tests.helpers.executorch_artifacts import MixedModel
 
 pytestmark = pytest.mark.executorch

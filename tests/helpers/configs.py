@@ -56,13 +56,16 @@ ZOO_MODELS = sorted(TINY_MODEL_OVERRIDES)
 
 
 def compose_config(tmp_path: Path, overrides: Sequence[str] = ()) -> DictConfig:
-    """Compose conf/config.yaml with overrides; artifacts, cache and MLflow store in tmp_path."""
+    """Compose conf/config.yaml with overrides; artifacts, cache and MLflow store in tmp_path.
+    Timed executions are counted, never budgeted by time (`runtime.max_time_s=null`), so a test
+    sees the same runs whatever the machine's load; a test of the budget sets it again."""
     with initialize_config_module(version_base="1.3", config_module="conf"):
         cfg = compose(
             "config",
             overrides=[
                 f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
                 f"cache_dir={tmp_path / 'cache'}",
+                "runtime.max_time_s=null",
                 *overrides,
             ],
         )

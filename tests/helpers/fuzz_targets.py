@@ -31,12 +31,14 @@ from stages.formats.etdump import (
     tensor_from_buffer,
     write_etdump_bytes,
 )
-from stages.formats.etrecord import ETRecord, ETRecordError, pack_etrecord
+from stages.formats.etrecord import ETRecordError
 from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
 from stages.formats.exported_program import ExportedProgramError
-from stages.formats.program import DelegateInstruction, ProgramError, load_program
-from stages.formats.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError
+from stages.formats.program import DelegateInstruction, ProgramError
+from stages.handover.etrecord import etrecord_program, load_etrecord, pack_etrecord
+from stages.handover.lowered_program import load_program
 from stages.run.stage import run_run
+from stages.safe_io.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError
 from tests.helpers.cli_runner import REPO
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.fuzzing import FuzzTarget, mutate_bytes, mutate_json, mutate_zip
@@ -86,7 +88,7 @@ def mutate_etdump(data: bytes, rng: random.Random) -> bytes:
 
 def read_etrecord_deeply(path: Path) -> None:
     """ETRecord.load, then the reference program it vouched for, loaded for real."""
-    ETRecord.load(path).exported_program()
+    etrecord_program(load_etrecord(path))
 
 
 def _tensor_records(dump: ETDumpData) -> list[TensorRecord]:

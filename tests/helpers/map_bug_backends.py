@@ -15,10 +15,10 @@ from stages.backends.backend_api import PartitionGraph, PreprocessResult
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
 from stages.backends.kernel_plan import KernelPlan
 from stages.backends.kernel_runtime import LoadedDelegate
+from stages.backends.tracer_protocol import EventTracerProtocol
 from stages.backends.xnnpack import XnnpackBackend
-from stages.formats.debug_handles import DelegateIdentifier
-from stages.formats.op_encoding import op_name
-from stages.formats.tracer_protocol import EventTracerProtocol
+from stages.handles.debug_handles import DelegateIdentifier
+from stages.op_encoding import op_name
 
 UNKNOWN_HANDLE = 99999
 RENUMBERED = 1000  # what a stale runtime adds to every identifier

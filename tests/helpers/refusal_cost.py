@@ -2,7 +2,8 @@
 
 The spec names warm-up loads (clean files, so lazy imports and caches are paid before measuring)
 and hostile cases (loader, file, the error it must raise). Prints one JSON document: per case the
-elapsed seconds, the error raised and the peak RSS so far; the resident set just before the
+bytes zlib inflated (the work done, whatever the machine's load), the elapsed seconds (for
+people; no test bounds them), the error raised and the peak RSS so far; the resident set just before the
 first case and the peak since then (bytes): Linux's peak (VmHWM) is reset after the warm-ups, so
 their own peak does not hide or inflate what the cases took.
 """
@@ -13,8 +14,41 @@ import importlib
 import json
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
+
+
+class _InflateCounter:
+    """Every byte any zlib decompressor of this process hands out (zipfile's included)."""
+
+    total = 0
+    _original = zlib.decompressobj
+
+    @classmethod
+    def install(cls) -> None:
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            return _CountingDecompressor(cls._original(*args, **kwargs))
+
+        zlib.decompressobj = counting  # type: ignore[assignment]
+
+
+class _CountingDecompressor:
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+        out = self._inner.decompress(data, max_length)
+        _InflateCounter.total += len(out)
+        return out  # type: ignore[no-any-return]
+
+    def flush(self, *args: Any) -> bytes:
+        out = self._inner.flush(*args)
+        _InflateCounter.total += len(out)
+        return out  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _resolve(dotted: str) -> Any:
@@ -62,6 +96,7 @@ def inflate_largest_member(path: Path, limit: int = 300 << 20) -> None:
 
 def _case(case: dict[str, Any]) -> dict[str, Any]:
     loader, expected = _resolve(case["loader"]), _resolve(case["error"])
+    inflated_before = _InflateCounter.total
     started = time.perf_counter()
     try:
         loader(Path(case["path"]))
@@ -72,6 +107,7 @@ def _case(case: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": case["name"],
         "seconds": elapsed,
+        "inflated_bytes": _InflateCounter.total - inflated_before,
         "error": type(error).__name__ if error is not None else None,
         "expected_error": isinstance(error, expected),
         "message": message[:400],
@@ -81,6 +117,7 @@ def _case(case: dict[str, Any]) -> dict[str, Any]:
 
 def main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
+    _InflateCounter.install()
     for warm in spec["warmups"]:
         _resolve(warm["loader"])(Path(warm["path"]))
     reset_peak_rss()

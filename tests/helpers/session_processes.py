@@ -68,9 +68,9 @@ def run_in_own_session(
     return result, child.pid
 
 
-def survivors_after(session_id: int, grace_s: float = 2.0) -> list[Survivor]:
-    """The session's processes still alive `grace_s` after the leader exited (pipes closing and
-    exit handlers take a moment, a worker left idle does not end in that time)."""
+def survivors_after(session_id: int, grace_s: float = 0.0) -> list[Survivor]:
+    """The session's processes still alive `grace_s` after the leader exited; by default at the
+    moment it exited: a process the command ended itself is gone by then."""
     deadline = time.monotonic() + grace_s
     while True:
         alive = session_members(session_id)

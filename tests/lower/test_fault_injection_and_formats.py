@@ -13,8 +13,10 @@ from omegaconf import DictConfig
 from stages.backends.backend_api import BackendError
 from stages.backends.kernel_blob import decode_blob
 from stages.backends.named_data_store import NamedDataMap
-from stages.formats.program import ProgramError, load_program
-from stages.formats.samples import load_samples
+from stages.formats.program import ProgramError
+from stages.handover.etrecord import load_etrecord
+from stages.handover.lowered_program import load_program
+from stages.handover.samples import load_samples
 from stages.lower.stage import LoweringError
 from stages.run.executor import Executor
 from tests.helpers.lowering import export_and_lower, relative_error
@@ -136,7 +138,6 @@ def test_qnn_tensor_names_embed_handles_and_runtime_parses_them(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     from stages.backends.qnn import QnnBackend
-    from stages.formats.etrecord import ETRecord
 
     _, lowered = export_and_lower(tiny_cfg("mlp", "backend=qnn"), tmp_path)
     loaded = load_program(lowered.program)
@@ -146,5 +147,5 @@ def test_qnn_tensor_names_embed_handles_and_runtime_parses_them(
     backend = QnnBackend("fp16")
     backend.named_data_map = named  # as the runtime installs it before init
     runtime = backend.init(blob, {})
-    record = ETRecord.load(lowered.etrecord)
+    record = load_etrecord(lowered.etrecord)
     assert {k.identifier for k in runtime.kernels} == set(record.delegate_maps[0].debug_handle_map)

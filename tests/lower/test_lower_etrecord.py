@@ -16,9 +16,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.tools.pack_etrecord import main as pack_main
 from stages.export.stage import run_export
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.etrecord import ETRecord, ETRecordError
-from stages.formats.graph_handles import iter_operator_nodes
+from stages.formats.etrecord import ETRecordError
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handles.graph_handles import iter_operator_nodes
+from stages.handover.etrecord import etrecord_program, load_etrecord
 from stages.lower.stage import run_lower
 from tests.helpers.lowering import export_and_lower
 
@@ -59,13 +60,13 @@ def test_lower_leaves_its_inputs_alone_and_its_etrecord_refers_to_the_program_by
     elsewhere.mkdir()
     carried = Path(shutil.copy(lowered.etrecord, elsewhere / "etrecord.zip"))
     with pytest.raises(ETRecordError, match=r"analyze\.exported_program=PATH.*pack_etrecord"):
-        ETRecord.load(carried)
+        load_etrecord(carried)
     assert pack_main([str(run_dir), "--out", str(elsewhere / "etrecord_full.zip")]) == 0
     carried.unlink()
-    record = ETRecord.load(elsewhere / "etrecord_full.zip")
+    record = load_etrecord(elsewhere / "etrecord_full.zip")
     assert record.model_name == "vit" and len(record.representative_inputs) == 2
     assert record.program_bytes() == exported.exported_program.read_bytes()
-    program = record.exported_program()
+    program = etrecord_program(record)
     handles = {n.meta[DEBUG_HANDLE_META] for n in iter_operator_nodes(program.graph_module)}
     assert set(record.handles) == handles
     assert record.delegate_maps and record.lowered_graph

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig
 
-from stages.formats import file_digests
+from stages.safe_io import file_digests
 from tests.helpers.lowering import export, lower
 
 # The exported-program loader keeps its own memo keyed by the bytes' hash; it is not the lower

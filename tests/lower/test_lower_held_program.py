@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from stages.formats import exported_program as exported_program_format
-from stages.formats import file_digests
+from stages.handover import exported_program as exported_program_format
 from stages.lower import stage as lower_stage
+from stages.safe_io import file_digests
 from tests.helpers.lowering import export, lower
 
 

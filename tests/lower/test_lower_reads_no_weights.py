@@ -15,11 +15,10 @@ import torch
 from omegaconf import DictConfig
 
 from stages.export.stage import ExportArtifacts
-from stages.formats import exported_program as exported_program_format
 from stages.formats import shared_weights
 from stages.formats.exported_program import save_exported_program
-from stages.formats.program import load_program
-from stages.formats.program_handover import forget_saved
+from stages.handover import exported_program as exported_program_format
+from stages.handover.lowered_program import forget_saved, load_program
 from stages.lower import stage as lower_stage
 from stages.lower.stage import LowerArtifacts
 from tests.helpers.lowering import export, lower

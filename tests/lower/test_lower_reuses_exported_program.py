@@ -13,12 +13,13 @@ from omegaconf import DictConfig, OmegaConf
 
 import stages.formats.exported_program as exported_program_module
 from stages.export.stage import run_export
-from stages.formats.etrecord import ETRecord
+from stages.handover import exported_program as ep_handover
+from stages.handover.etrecord import load_etrecord
 from stages.lower.stage import run_lower
 
 
 def _lowered_view(etrecord: Path, program: Path) -> tuple[object, ...]:
-    record = ETRecord.load(etrecord)
+    record = load_etrecord(etrecord)
     # Timings differ, and so does the zip's sha256 (its members carry their write time): the
     # program itself is compared member by member below.
     info = {
@@ -39,7 +40,7 @@ def test_lower_after_export_loads_nothing_and_lowers_the_same(
     model: str,
 ) -> None:
     cfg = tiny_cfg(model, "backend=xnnpack")
-    exported_program_module._LOADED.clear()  # only what this export keeps
+    ep_handover._LOADED.clear()  # only what this export keeps
     exported = run_export(
         OmegaConf.to_object(cfg.model),
         OmegaConf.to_object(cfg.inputs),
@@ -61,7 +62,7 @@ def test_lower_after_export_loads_nothing_and_lowers_the_same(
     reused = run_lower(backend, *files, tmp_path / "reused", model_name=model)  # type: ignore[arg-type]
     assert loads == []  # the program export holds, not exported.pt2 parsed again
 
-    exported_program_module._LOADED.clear()
+    ep_handover._LOADED.clear()
     loaded = run_lower(backend, *files, tmp_path / "loaded", model_name=model)  # type: ignore[arg-type]
     assert loads == [str(exported.exported_program)]
     assert _lowered_view(reused.etrecord, reused.program) == _lowered_view(

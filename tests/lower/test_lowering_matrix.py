@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from stages.formats.etrecord import ETRecord
-from stages.formats.exported_program import load_exported_program
-from stages.formats.graph_handles import iter_operator_nodes
-from stages.formats.program import load_program
-from stages.formats.samples import load_samples
+from stages.handles.graph_handles import iter_operator_nodes
+from stages.handover.etrecord import load_etrecord
+from stages.handover.exported_program import load_exported_program
+from stages.handover.lowered_program import load_program
+from stages.handover.samples import load_samples
 from stages.run.executor import Executor
 from tests.helpers.configs import ZOO_MODELS
 from tests.helpers.lowering import export_and_lower, operator_handles, relative_error, snr_db
@@ -33,7 +33,7 @@ def test_lowering_covers_every_handle_and_matches_the_export(
         tiny_cfg(model, f"backend={backend}", f"backend.precision={precision}"), tmp_path
     )
     program = load_program(lowered.program)
-    record = ETRecord.load(lowered.etrecord)
+    record = load_etrecord(lowered.etrecord)
     reference = load_exported_program(exported.exported_program)
     all_handles = {n.meta["debug_handle"] for n in iter_operator_nodes(reference.graph_module)}
 
@@ -60,7 +60,7 @@ def test_fused_kernels_map_to_every_handle_they_cover(
     model: str, backend: str, tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     _, lowered = export_and_lower(tiny_cfg(model, f"backend={backend}"), tmp_path)
-    record = ETRecord.load(lowered.etrecord)
+    record = load_etrecord(lowered.etrecord)
     fused = [h for m in record.delegate_maps for h in m.debug_handle_map.values() if len(h) > 1]
     assert fused and lowered.metrics["fused_kernels"] == len(fused)
     identifiers = [i for m in record.delegate_maps for i in m.debug_handle_map]

@@ -13,11 +13,11 @@ import torch
 from omegaconf import DictConfig
 
 from stages.backends.backend_api import PartitionGraph
+from stages.closed_sets import MapFindingKind
 from stages.export.debug_handle_pass import assign_debug_handles
-from stages.formats.closed_sets import MapFindingKind
-from stages.formats.etrecord import ETRecord
-from stages.formats.exported_program import load_exported_program
-from stages.formats.graph_handles import iter_operator_nodes
+from stages.handles.graph_handles import iter_operator_nodes
+from stages.handover.etrecord import load_etrecord
+from stages.handover.exported_program import load_exported_program
 from stages.lower.map_check import MapShapeError, check_partition_map
 from stages.lower.stage import LoweringError
 from tests.helpers.lowering import export_and_lower
@@ -71,7 +71,7 @@ def test_empty_map_is_an_error_naming_every_op(
     lines = [r.getMessage() for r in caplog.records if "delegate map check" in r.getMessage()]
     assert len(lines) == 1 and "partition 0 (empty_map_npu) empty_map" in lines[0]
     # The ETRecord carries the findings for the analysis.
-    record = ETRecord.load(lowered.etrecord)
+    record = load_etrecord(lowered.etrecord)
     assert record.lowering_info["delegate_map_check"] == report["delegate_map_check"]
 
 

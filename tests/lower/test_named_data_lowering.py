@@ -15,11 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from stages.backends.kernel_runtime import LoadedDelegate
 from stages.backends.xnnpack import XnnpackBackend
-from stages.formats import program_handover
-from stages.formats.exported_program import load_exported_program
-from stages.formats.program import load_program
-from stages.formats.samples import load_samples
 from stages.formats.shared_weights import EXTERNAL_MEMBER, MIN_SHARED_BYTES
+from stages.handover import lowered_program as program_handover
+from stages.handover.exported_program import load_exported_program
+from stages.handover.lowered_program import load_program
+from stages.handover.samples import load_samples
 from stages.run.executor import Executor
 from stages.run.stage import run_run
 from tests.helpers.cli_runner import REPO

@@ -3,7 +3,6 @@ what to do, no traceback, and (checked before any stage) no MLflow run left behi
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -11,18 +10,14 @@ import pytest
 from tests.helpers.cli_runner import run_module
 
 MAX_LINES = 4  # "a few lines"
-# Caught before any stage: seconds even on a loaded 2-core machine (about 1.5 s when idle).
-BEFORE_ANY_STAGE_S = 12.0
 
 
 def _fail(tmp_path: Path, *args: str) -> str:
-    """Run the CLI, assert it fails fast and briefly; its stderr+stdout."""
-    started = time.monotonic()
+    """Run the CLI, assert it fails before any stage, briefly; its stderr+stdout."""
     proc = run_module("pipeline", *args, cwd=tmp_path, timeout=300)
-    seconds = time.monotonic() - started
     out = (proc.stdout + proc.stderr).strip()
     assert proc.returncode == 1, out
-    assert seconds < BEFORE_ANY_STAGE_S, f"{seconds:.1f} s: {out}"
+    assert not list(tmp_path.rglob("exported.pt2")), out  # refused before the export stage
     assert len(out.splitlines()) <= MAX_LINES, out
     assert "Traceback" not in out and "HYDRA_FULL_ERROR" not in out, out
     assert out.startswith("error: "), out

@@ -20,7 +20,7 @@ def test_the_watch_finds_a_process_left_running(tmp_path: Path) -> None:
     """The check itself: a command that leaves a child behind is caught."""
     code = "import subprocess; subprocess.Popen(['sleep', '60'])"
     result, session = run_in_own_session("-c", code, cwd=tmp_path)
-    survivors = survivors_after(session, grace_s=0.5)
+    survivors = survivors_after(session, grace_s=0.5)  # a child that never ends
     kill_session(survivors)
     assert result.returncode == 0
     assert [s.cmdline for s in survivors] == ["sleep 60"]

@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.formats.etdump import parse_debug_buffer, read_etdump, tensor_from_buffer
 from stages.formats.etdump.records import DEBUG_BUFFER_EVENT, ValueType, read_stamp
-from stages.formats.tracer_protocol import EventTracerDebugLogLevel, EventTracerProfilingLevel
 from stages.run.event_tracer import EventFilter, EventTracer, EventTracerError
 
 

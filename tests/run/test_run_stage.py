@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from pipeline.runner import run_pipeline
 from stages.backends.qnn import QnnBackend
 from stages.formats.etdump import read_etdump, tensor_from_buffer
-from stages.formats.etrecord import ETRecord
+from stages.handover.etrecord import load_etrecord
 from stages.run.stage import CAPTURE_BLOCK, TIMED_BLOCK
 
 
@@ -26,7 +26,7 @@ def test_every_delegate_kernel_event_carries_a_registered_identifier(
         "tracking=none",
     )
     result = run_pipeline(cfg, print_summary=False)
-    record = ETRecord.load(result.run_dir / "etrecord.zip")
+    record = load_etrecord(result.run_dir / "etrecord.zip")
     registered = {i for m in record.delegate_maps for i in m.debug_handle_map}
     dump = read_etdump(result.run_dir / "etdump.etdp")
     timed = [r for r in dump.run_data if r.name == TIMED_BLOCK]
@@ -77,7 +77,7 @@ def test_operator_events_are_named_like_executorch(tiny_cfg: Callable[..., DictC
         "tracking=none",
     )
     result = run_pipeline(cfg, print_summary=False)
-    record = ETRecord.load(result.run_dir / "etrecord.zip")
+    record = load_etrecord(result.run_dir / "etrecord.zip")
     handles_by_instruction = record.lowering_info["instruction_debug_handles"]
     (timed,) = [
         r for r in read_etdump(result.run_dir / "etdump.etdp").run_data if r.name == TIMED_BLOCK

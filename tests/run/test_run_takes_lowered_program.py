@@ -13,10 +13,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 import stages.formats.shared_weights as shared_weights
-from stages.formats import program_handover
 from stages.formats.etdump import read_debug_buffer, read_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT, read_stamp
-from stages.formats.samples import load_samples
+from stages.handover import lowered_program as program_handover
+from stages.handover.samples import load_samples
 from stages.run.stage import RunArtifacts, run_run
 from tests.helpers.lowering import export_and_lower
 

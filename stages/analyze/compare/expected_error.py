@@ -26,8 +26,8 @@ from stages.backends.precision_emulation import (
     quantize_per_channel,
     round_to_precision,
 )
-from stages.formats.closed_sets import Precision
-from stages.formats.op_encoding import op_name
+from stages.closed_sets import Precision
+from stages.op_encoding import op_name
 
 # The relative step of each precision: one ulp at 1.0 (fp32, fp16), one int8 step of max |x|.
 RESOLUTION: dict[str, float] = {

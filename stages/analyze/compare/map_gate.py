@@ -12,7 +12,7 @@ from typing import Any
 
 from stages.analyze.compare.verdict import FAIL, PASS
 from stages.analyze.link.linking import ProgramIndex
-from stages.formats.delegate_map_findings import ERROR
+from stages.backends.delegate_map_findings import ERROR
 
 MAP_ERRORS = "map_errors"  # the verdict of a run whose numbers passed but whose map has errors
 UNVERIFIED_KEY = "unverified_ops"

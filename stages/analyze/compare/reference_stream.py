@@ -16,7 +16,7 @@ import torch
 from torch.export import ExportedProgram
 
 from stages.analyze.compare.expected_error import max_abs_ranges
-from stages.formats.reference_capture import flat_program_args
+from stages.export.reference_capture import flat_program_args
 
 
 class ReferenceStepper(torch.fx.Interpreter):

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from stages.analyze.link.linking import NS_PER_MS, ProgramIndex, identifier_of
-from stages.formats.closed_sets import MapFindingKind
-from stages.formats.delegate_map_findings import MapFinding
+from stages.backends.delegate_map_findings import MapFinding
+from stages.closed_sets import MapFindingKind
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS, RunData
 from stages.formats.etdump.streaming import holds_debug_events

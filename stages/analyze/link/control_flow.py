@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from stages.formats.debug_handles import DebugHandle, get_debug_handle
+from stages.handles.debug_handles import DebugHandle, get_debug_handle
 
 # Comparison ops whose float input is the value that moved when a predicate flipped.
 _COMPARISONS = ("gt", "ge", "lt", "le", "eq", "ne")

@@ -24,9 +24,9 @@ from stages.analyze.link.linking import (
     link_event,
     ops_of,
 )
-from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import STAMP_EVENTS
+from stages.safe_io.atomic_write import atomic_path
 
 TIME_UNITS = UNITS_PER_MS
 EVENT_COLUMNS = (

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.analyze.link.source_frames import model_source_line
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import (
     FINGERPRINT_EVENT,
@@ -24,6 +23,7 @@ from stages.formats.etdump.records import (
 )
 from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
 from stages.formats.etrecord_types import OWN_MAP, RECOVERED_MAP
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 NS_PER_MS = 1e6
 # ExecuTorch's runtime events around a whole method: they stand for no operator.

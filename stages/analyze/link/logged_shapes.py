@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import torch
 
 from stages.analyze.link.linking import ProgramIndex, identifier_of
-from stages.formats.closed_sets import MapFindingKind
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
-from stages.formats.delegate_map_findings import MapFinding
+from stages.backends.delegate_map_findings import MapFinding
+from stages.closed_sets import MapFindingKind
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import ScalarType, ValueType
 from stages.formats.etdump.streaming import holds_debug_events
 from stages.formats.etrecord import DelegateMapRecord
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier, get_debug_handle
 
 FLOAT_TYPES = frozenset({ScalarType.HALF, ScalarType.FLOAT, ScalarType.DOUBLE, ScalarType.BFLOAT16})
 

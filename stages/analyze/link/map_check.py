@@ -17,18 +17,18 @@ from stages.analyze.link.linking import Link, ProgramIndex, identifier_of, link_
 from stages.analyze.link.partition_ops import BLAME_KEYS, partition_ops
 from stages.analyze.link.runtime_evidence import runtime_evidence
 from stages.analyze.load.unused_inputs import NUMERIC_GAP, NotEvaluated
-from stages.formats.closed_sets import MapFindingKind
-from stages.formats.debug_handles import DelegateIdentifier
-from stages.formats.delegate_map_findings import (
+from stages.backends.delegate_map_findings import (
     ERROR,
     MAP_CHECK_KEY,
     MapFinding,
     summary_line,
 )
+from stages.closed_sets import MapFindingKind
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS, DebugEvent
 from stages.formats.etdump.streaming import holds_debug_events
 from stages.formats.etrecord import DelegateMapRecord, ETRecord
+from stages.handles.debug_handles import DelegateIdentifier
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ import operator
 
 import torch
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle
-from stages.formats.graph_handles import iter_graph_modules
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DebugHandle
+from stages.handles.graph_handles import iter_graph_modules
 
 
 def fault_node_names(gm: torch.fx.GraphModule) -> dict[DebugHandle, list[str]]:

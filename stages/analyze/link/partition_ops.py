@@ -8,7 +8,7 @@ from typing import Any
 
 from stages.analyze.link.linking import ProgramIndex, source_line
 from stages.analyze.link.source_frames import owner_source_line, user_source_line
-from stages.formats.debug_handles import DebugHandle
+from stages.handles.debug_handles import DebugHandle
 
 # The first divergence's keys that say where an op is (set from one op of a partition).
 BLAME_KEYS = ("source_line", "user_source_line", "owner_source_line", "module_hierarchy")

@@ -26,11 +26,11 @@ from stages.analyze.link.linking import (
     link_event,
     logged_outputs,
 )
-from stages.formats.debug_handles import DebugHandle, get_debug_handle
 from stages.formats.etdump import DebugBuffer, ETDumpData, TensorRecord, ValueType
 from stages.formats.etdump.debug_buffer import scalar_dtype, tensor_nbytes
 from stages.formats.etdump.records import DEBUG_BUFFER_EVENT, DebugEvent
 from stages.formats.etdump.streaming import holds_debug_events
+from stages.handles.debug_handles import DebugHandle, get_debug_handle
 
 PROVEN = "proven"
 UNPROVEN = "unproven"

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 import torch
 
-from stages.formats.debug_handles import DEBUG_HANDLE_META, DebugHandle
 from stages.formats.xnnpack_graph import XnnpackGraph
+from stages.handles.debug_handles import DEBUG_HANDLE_META, DebugHandle
 
 FOLDED_INTO_WEIGHTS = frozenset(
     {"batch_norm", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit"}

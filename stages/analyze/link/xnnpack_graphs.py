@@ -13,17 +13,17 @@ from pathlib import Path
 from stages.analyze.link.linking import ProgramIndex
 from stages.analyze.link.xnnpack_recovery import XNNPACK_BACKEND
 from stages.analyze.load.loading import AnalyzeInputError
-from stages.formats.bounded_zip import BoundedZip
 from stages.formats.etrecord_types import ETRecordError
 from stages.formats.executorch_delegates import ExecuTorchProgramError, read_delegate_payloads
 from stages.formats.executorch_lowered_modules import lowered_modules
-from stages.formats.tensor_file import UnsafePayloadError
 from stages.formats.xnnpack_graph import (
     NO_ORIGIN_HANDLES,
     XnnpackGraph,
     XnnpackGraphError,
     read_xnnpack_graph,
 )
+from stages.safe_io.bounded_zip import BoundedZip
+from stages.safe_io.tensor_file import UnsafePayloadError
 
 
 def load_xnnpack_graphs(

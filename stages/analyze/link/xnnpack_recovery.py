@@ -20,10 +20,10 @@ import torch
 from stages.analyze.link.linking import ProgramIndex, identifier_of
 from stages.analyze.link.xnnpack_alignment import FUSES_INTO, Placement, align
 from stages.analyze.link.xnnpack_folds import folded_handles
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump import ETDumpData
 from stages.formats.etrecord_types import RECOVERED_MAP, DelegateMapRecord
 from stages.formats.xnnpack_graph import XnnpackGraph
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 XNNPACK_BACKEND = "XnnpackBackend"
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.formats.etdump import DebugBuffer, ETDumpData, read_debug_buffer
+from stages.formats.etdump import DebugBuffer, ETDumpData
 from stages.formats.etdump.records import ETDumpError
 from stages.formats.etdump.streaming import open_etdump
 from stages.formats.etrecord import ETRecord
+from stages.handover.debug_buffer import load_debug_buffer
+from stages.handover.etrecord import load_etrecord
 
 
 class AnalyzeInputError(Exception):
@@ -47,10 +49,10 @@ def load_inputs(
     buffer = None
     if debug_buffer is not None:
         try:
-            buffer = read_debug_buffer(Path(debug_buffer))
+            buffer = load_debug_buffer(Path(debug_buffer))
         except ETDumpError as exc:
             raise AnalyzeInputError(f"analyze.debug_buffer: {exc}") from exc
     record = (
-        ETRecord.load(etrecord, method, program=exported_program) if etrecord is not None else None
+        load_etrecord(etrecord, method, program=exported_program) if etrecord is not None else None
     )
     return AnalysisInputs(dump, Path(etdump), buffer, debug_buffer, record, etrecord)

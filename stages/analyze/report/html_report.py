@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.report.terminal_report import identity_note
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}

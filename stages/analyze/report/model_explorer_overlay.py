@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.report.node_facts import DELEGATED, LEFT_OUT, GapScale, NodeFacts
-from stages.formats.atomic_write import write_text_atomic
+from stages.safe_io.atomic_write import write_text_atomic
 
 # The id Model Explorer's built-in PyTorch adapter gives the one graph of an exported program.
 ADAPTER_GRAPH_ID = "graph"

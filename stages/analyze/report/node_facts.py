@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.formats.debug_handles import DebugHandle, DelegateIdentifier
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
 from stages.formats.etrecord import DelegateMapRecord, HandleInfo
+from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 DELEGATED = "delegated"
 LEFT_OUT = "left_out"

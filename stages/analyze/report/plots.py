@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stages.formats.atomic_write import atomic_path
+from stages.safe_io.atomic_write import atomic_path
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -9,7 +9,7 @@ from typing import Any
 
 from stages.analyze.compare.exact_compare import EXACT_KEYS
 from stages.analyze.compare.expected_error import EXCESS_DB
-from stages.analyze.compare.numeric_gap import GapRow
+from stages.analyze.compare.gap_rows import GapRow
 from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
@@ -177,6 +177,23 @@ def largest_gaps(gaps: list[dict[str, Any]], verdict: Verdict, top_k: int) -> li
     return top
 
 
+def _largest_keys(metric: str) -> tuple[str, ...]:
+    """The columns summary.json's `largest_gaps` shows of each gap record."""
+    return (
+        "group",
+        "op_names",
+        "op_types",
+        "diverged",
+        metric,
+        f"local_{metric}",
+        "observed_snr_db",
+        "expected_snr_db",
+        "excess_db",
+        "delegate_debug_identifiers",
+        "source_line",
+    )
+
+
 def build_summary(
     files: RunFiles,
     record_model: str,
@@ -199,19 +216,7 @@ def build_summary(
     reason = verdict.reason or (
         f"{verdict.diverged_rows} output(s) cross the threshold" if verdict.status == FAIL else ""
     )
-    largest_keys = (
-        "group",
-        "op_names",
-        "op_types",
-        "diverged",
-        metric,
-        f"local_{metric}",
-        "observed_snr_db",
-        "expected_snr_db",
-        "excess_db",
-        "delegate_debug_identifiers",
-        "source_line",
-    )
+    largest_keys = _largest_keys(metric)
     return {
         "format": SUMMARY_FORMAT,
         "version": SUMMARY_VERSION,

@@ -22,9 +22,9 @@ from stages.analyze.link.linking import (
     link_event,
     ops_of,
 )
-from stages.formats.atomic_write import atomic_path
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS
+from stages.safe_io.atomic_write import atomic_path
 
 OPERATOR_LANE = 1
 

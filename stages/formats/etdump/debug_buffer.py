@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
-from stages.formats.atomic_write import atomic_path, declare_digest
 from stages.formats.etdump.records import ETDumpError, ScalarType, TensorRecord
-from stages.formats.written_files import WrittenFiles
+from stages.safe_io.atomic_write import atomic_path, declare_digest
 
 ALIGNMENT = 64
 TRAILER_MAGIC = b"DDBGBUF1"
@@ -65,11 +64,6 @@ class DebugBuffer:
         return self.payload_sha256 or hashlib.sha256(self.payload).hexdigest()
 
 
-# The payload the run stage of this process has just written, for the analysis of the same
-# invocation: it is not read back and hashed again (245 MB at ViT-B). Handed over once.
-_WRITTEN: WrittenFiles[DebugBuffer] = WrittenFiles()
-
-
 class DebugBufferWriter:
     """Appends tensors; `records` describe them by dtype, sizes, strides and offset."""
 
@@ -108,9 +102,9 @@ class DebugBufferWriter:
         """sha256 of the tensor bytes so far (the ETDump records it to pair the two files)."""
         return self._digest.hexdigest()
 
-    def write(self, path: Path, program_fingerprint: str | None = None) -> int:
-        """Payload + trailer, atomically; returns the file size. The analysis of this process
-        takes the payload from memory (`_WRITTEN`)."""
+    def write(self, path: Path, program_fingerprint: str | None = None) -> DebugBuffer:
+        """Payload + trailer, atomically; the buffer as written, its payload shared with this
+        writer (copied first if more is appended), for the analysis of this process to take."""
         program = bytes.fromhex(program_fingerprint) if program_fingerprint else _NO_PROGRAM
         if len(program) != 32:
             raise DebugBufferError(f"program fingerprint {program_fingerprint!r} is not a sha256")
@@ -124,10 +118,7 @@ class DebugBufferWriter:
             declare_digest(tmp, whole.hexdigest())  # not read back to be hashed
         self._handed_over = True
         written = None if program == _NO_PROGRAM else program.hex()
-        _WRITTEN.keep(
-            Path(path), DebugBuffer(memoryview(self._data), written, self.payload_sha256())
-        )
-        return self.size + TRAILER_SIZE
+        return DebugBuffer(memoryview(self._data), written, self.payload_sha256())
 
 
 def parse_debug_buffer(data: bytes | bytearray, where: str = "debug buffer") -> DebugBuffer:
@@ -151,12 +142,7 @@ def parse_debug_buffer(data: bytes | bytearray, where: str = "debug buffer") -> 
 
 
 def read_debug_buffer(path: Path) -> DebugBuffer:
-    """Read and verify a debug buffer file; DebugBufferError names the file and the problem.
-
-    The one this process has just written, unchanged, comes from memory (verified when kept)."""
-    written = _WRITTEN.take(Path(path))
-    if written is not None:
-        return written
+    """Read and verify a debug buffer file; DebugBufferError names the file and the problem."""
     try:
         data = _read_writable(Path(path))
     except OSError as exc:

@@ -23,7 +23,7 @@ from stages.formats.etdump.records import (
     TensorRecord,
     ValueRecord,
 )
-from stages.formats.paused_gc import paused_gc
+from stages.paused_gc import paused_gc
 
 _unpack = struct.unpack_from
 # Vtables and layouts cached per reader at most: flatbuffers shares one vtable among tables of

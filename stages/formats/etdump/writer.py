@@ -9,7 +9,6 @@ from pathlib import Path
 
 import flatbuffers
 
-from stages.formats.atomic_write import write_bytes_atomic
 from stages.formats.etdump.records import (
     ETDUMP_FILE_IDENTIFIER,
     AllocationEvent,
@@ -21,6 +20,7 @@ from stages.formats.etdump.records import (
     TensorRecord,
     ValueRecord,
 )
+from stages.safe_io.atomic_write import write_bytes_atomic
 
 
 def _string(b: flatbuffers.Builder, text: str | None) -> int:

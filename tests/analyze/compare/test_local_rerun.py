@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from stages.analyze.compare.numeric_gap import GapGroup, _rerun
+from stages.analyze.compare.gap_groups import GapGroup
+from stages.analyze.compare.local_rerun import rerun
 
 
 class _Counted:
@@ -35,7 +36,7 @@ def _run(op: _Counted, runtime_input: torch.Tensor, reference_input: torch.Tenso
     _, x, y = _graph(op)
     env = {x: reference_input, y: reference_input * 2.0 + 1.0}
     group = GapGroup(handles=(1,), anchor=y, nodes=[y])
-    local, _ = _rerun(group, env, {x: runtime_input}, fixed={})  # as the graph walk calls it
+    local, _ = rerun(group, env, {x: runtime_input}, fixed={})  # as the graph walk calls it
     return local, env[y]
 
 

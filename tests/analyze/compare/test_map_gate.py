@@ -9,7 +9,7 @@ from typing import Any
 from stages.analyze.compare.map_gate import MAP_ERRORS, gate_on_map_errors
 from stages.analyze.link.linking import ProgramIndex
 from stages.formats.etrecord_types import DelegateMapRecord
-from stages.formats.handle_info import HandleInfo
+from stages.handles.handle_info import HandleInfo
 
 MAP = DelegateMapRecord(0, "npu", {"k0": (1,), "k1": (3,)}, (1, 2, 3))
 INDEX = replace(

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from stages.analyze.compare.comparators import build_comparators
-from stages.analyze.compare.numeric_gap import WalkStats, numeric_gap_and_flow, runtime_outputs
+from stages.analyze.compare.numeric_gap import numeric_gap_and_flow
+from stages.analyze.compare.runtime_outputs import runtime_outputs
+from stages.analyze.compare.sample_walk import WalkStats
 from stages.analyze.link.linking import ProgramIndex
 from stages.formats.etdump import read_debug_buffer, read_etdump
-from stages.formats.etrecord import ETRecord
+from stages.handover.etrecord import etrecord_program, load_etrecord
 from tests.helpers.analyze_runs import RunTiny
 
 # Models and settings covering the walk's cases: float rows with error budgets, several samples
@@ -32,14 +34,14 @@ COMPARATORS = ["mse", "mean_abs", "l1", "snr", "cosine", "max_abs"]
 
 def _walk(run_dir: Path, release_values: bool) -> tuple[str, WalkStats]:
     """Rows and cond records as JSON text (NaN-exact), and what the walk held at its peak."""
-    record = ETRecord.load(run_dir / "etrecord.zip")
+    record = load_etrecord(run_dir / "etrecord.zip")
     index = ProgramIndex.from_etrecord(record)
     buffer = read_debug_buffer(run_dir / "debug.bin").payload
     outputs = runtime_outputs(read_etdump(run_dir / "etdump.etdp"), buffer, index)
     stats = WalkStats()
     _, rows, records = numeric_gap_and_flow(
         outputs,
-        record.exported_program(),
+        etrecord_program(record),
         record.representative_inputs,
         build_comparators(COMPARATORS, None),
         precision=index.precision,

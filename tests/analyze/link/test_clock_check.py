@@ -9,7 +9,7 @@ import pytest
 
 from stages.analyze.link.clock_check import check_clocks, likely_ticks_per_ms
 from stages.analyze.link.linking import ProgramIndex
-from stages.formats.closed_sets import MapFindingKind
+from stages.closed_sets import MapFindingKind
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import (
     DELEGATE_CALL_EVENT,

@@ -14,10 +14,10 @@ import pytest
 from stages.analyze.config import AnalyzeConfig
 from stages.analyze.report.terminal_report import format_terminal_report
 from stages.analyze.stage import run_analyze
-from stages.formats.closed_sets import MapFindingKind
+from stages.closed_sets import MapFindingKind
 from stages.formats.etdump import read_etdump, write_etdump
 from stages.formats.etdump.records import FINGERPRINT_EVENT
-from stages.formats.etrecord import ETRecord
+from stages.handover.etrecord import load_etrecord
 from tests.helpers.analyze_runs import RunTiny, read_summary
 from tests.helpers.map_bug_backends import RENUMBERED, UNKNOWN_HANDLE
 
@@ -39,7 +39,7 @@ def _run(run_tiny: RunTiny, backend: str, *more: str, model: str = "mlp") -> Pat
 
 def _handles(run_dir: Path) -> dict[str, int]:
     """Op name → debug handle, from the run's ETRecord."""
-    record = ETRecord.load(run_dir / "etrecord.zip")
+    record = load_etrecord(run_dir / "etrecord.zip")
     return {name: h for h, info in record.handles.items() for name in info.op_names}
 
 

@@ -13,7 +13,7 @@ from stages.analyze.link.source_frames import (
     owner_source_line,
     user_source_line,
 )
-from stages.formats.exported_program import load_exported_program
+from stages.handover.exported_program import load_exported_program
 from tests.helpers.analyze_runs import RunTiny, read_summary
 
 SITE = "/usr/lib/python3.11/site-packages"

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from stages.handover.etrecord import load_etrecord
 from tests.helpers.cli_runner import run_module
 
 SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
@@ -150,13 +151,13 @@ def test_verdict_report_trace_plots_and_mlflow(analysed: Path) -> None:
 def test_without_the_extra_the_error_names_it(
     et_files: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stages.formats.etrecord import ETRecord, ETRecordError
+    from stages.formats.etrecord import ETRecordError
 
     monkeypatch.setitem(sys.modules, "executorch.devtools", None)  # import now fails
     with pytest.raises(
         ETRecordError, match=r"ExecuTorch's ETRecord.*pip install -e '\.\[executorch\]'"
     ):
-        ETRecord.load(et_files.etrecord)
+        load_etrecord(et_files.etrecord)
 
 
 def test_etrecord_without_representative_inputs_is_named(

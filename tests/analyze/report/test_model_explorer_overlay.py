@@ -21,9 +21,9 @@ from stages.analyze.report.model_explorer_overlay import (
 )
 from stages.analyze.report.node_facts import NodeFacts, Placement
 from stages.analyze.stage import run_analyze
-from stages.formats.debug_handles import DEBUG_HANDLE_META
-from stages.formats.etrecord import pack_etrecord
-from stages.formats.exported_program import load_exported_program
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.handover.etrecord import pack_etrecord
+from stages.handover.exported_program import load_exported_program
 from tests.helpers.analyze_runs import RunTiny, read_summary
 from tests.helpers.optional import require_explorer
 

@@ -60,7 +60,7 @@ EDITS = [
     ("stages/run/event_tracer.py", {"run"}),
     ("stages/backends/xnnpack.py", {"lower", "run", "analyze"}),  # only named in the registry
     ("stages/lower/partitioner.py", {"lower"}),
-    ("stages/formats/atomic_write.py", {"export", "lower", "run", "analyze"}),
+    ("stages/safe_io/atomic_write.py", {"export", "lower", "run", "analyze"}),
 ]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,8 +14,8 @@ from pipeline.errors import ConfigValueError
 from pipeline.runner import run_pipeline
 from stages.analyze.compare.comparators import BUILTIN
 from stages.analyze.config import ComparatorName
+from stages.backends.fault_injection import FAULT_KINDS
 from stages.backends.xnnpack import XnnpackBackend
-from stages.formats.fault_injection import FAULT_KINDS
 from tests.helpers.cli_runner import run_module
 from tests.helpers.configs import compose_config
 
@@ -139,17 +138,14 @@ def test_fault_kind_nan_from_the_command_line_is_accepted(
 
 @pytest.mark.e2e
 def test_cli_rejects_a_typo_before_export_with_the_valid_values(tmp_path: Path) -> None:
-    started = time.monotonic()
     result = run_module(
         "pipeline", "model=mlp", "tracking=none", "backend.precision=fp8", cwd=tmp_path, timeout=60
     )
-    seconds = time.monotonic() - started
     assert result.returncode != 0
     assert "backend.precision" in result.stderr and "[fp32, fp16, int8]" in result.stderr
     assert "Traceback" not in result.stderr
+    # Compose only: no stage ran, nothing was written.
     assert not list(tmp_path.rglob("exported.pt2")) and not (tmp_path / "outputs").exists()
-    # Compose only: no torch.export ran (a tiny export alone takes longer on this machine).
-    assert seconds < 15, seconds
 
 
 @pytest.mark.e2e

@@ -4,6 +4,7 @@ before anything loads, and nothing left running once it is stopped."""
 from __future__ import annotations
 
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import sys
 from pathlib import Path
@@ -41,6 +42,7 @@ def test_workers_start_warm_are_reused_across_jobs_and_end_with_the_pool() -> No
         futures = [submit(pool, worker_facts, PRELOADED) for _ in range(6)]
         facts = [unpickled(f.result(timeout=120)) for f in futures]
         server = multiprocessing.forkserver._forkserver._forkserver_pid
+        tracker = multiprocessing.resource_tracker._resource_tracker._pid
     finally:
         stop_workers()
     pids = {pid for pid, _, _ in facts}
@@ -48,7 +50,10 @@ def test_workers_start_warm_are_reused_across_jobs_and_end_with_the_pool() -> No
     assert all(loaded for _, loaded, _ in facts)  # loaded once, in the fork server
     assert {threads for _, _, threads in facts} == {os.environ.get("OMP_NUM_THREADS", "1")}
     assert PRELOADED not in sys.modules  # loaded there, not here
-    assert [pid for pid in [*pids, server] if alive(pid)] == []
+    # At the moment stop_workers returns, with no grace period: the workers, the fork server
+    # and the resource tracker the fork server started are all gone.
+    assert tracker is not None
+    assert [pid for pid in [*pids, server, tracker] if alive(pid)] == []
 
 
 def test_functions_travel_by_value_both_ways() -> None:

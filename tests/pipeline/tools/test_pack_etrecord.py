@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.formats.etrecord import ETRecord
+from stages.handover.etrecord import load_etrecord
 from tests.helpers.cli_runner import REPO
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 from tests.helpers.lowering import export_and_lower
@@ -42,9 +42,9 @@ def test_packs_a_run_dir_into_one_that_stands_alone(run_dir: Path, tmp_path: Pat
     assert "self-contained ETRecord" in done.stdout
     with zipfile.ZipFile(out) as archive:
         assert "reference_program.pt2" in archive.namelist()
-    alone = ETRecord.load(out)
+    alone = load_etrecord(out)
     assert alone.program_bytes() == (run_dir / "exported.pt2").read_bytes()
-    assert alone.handles == ETRecord.load(run_dir / "etrecord.zip").handles
+    assert alone.handles == load_etrecord(run_dir / "etrecord.zip").handles
 
 
 def test_a_program_not_beside_it_comes_by_program(run_dir: Path, tmp_path: Path) -> None:

@@ -120,7 +120,7 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     try:
         resolved = resolve_fault_node(program.graph_module, requested)
     except AmbiguousFaultTargetError as exc:
-        raise LoweringError(str(exc)) from exc
+        raise LoweringError(str(exc), "backend.fault.node") from exc
     warnings = no_op_warnings(program.graph_module, resolved)
     for warning in warnings:
         log.warning("[lower] %s", warning)

@@ -39,10 +39,17 @@ from pipeline.refused_runs import remove_untouched_run_dir  # noqa: E402
 from pipeline.sweeps.job_failures import (  # noqa: E402
     FailedJob,
     FailedVerdict,
+    MissedAccuracy,
     record_failed_job,
     record_failed_verdict,
+    record_missed_accuracy,
 )
-from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE, gated_verdict  # noqa: E402
+from pipeline.verdict_exit import (  # noqa: E402
+    ACCURACY_MISSED_EXIT_CODE,
+    VERDICT_FAILED_EXIT_CODE,
+    gated_verdict,
+    missed_accuracy,
+)
 
 register_configs()
 register_run_suffix()
@@ -83,10 +90,11 @@ def run_job(cfg: DictConfig) -> None:
 
 
 def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
-    """A FAIL verdict exits 3, map errors 4 (a sweep job leaves a marker; the sweep exits at its
-    end)."""
+    """A FAIL verdict exits 3, map errors 4, a missed accuracy budget 5 (a sweep job leaves a
+    marker; the sweep exits at its end)."""
     gated = gated_verdict(cfg, result)
     if gated is None:
+        _gate_on_accuracy(cfg, result)
         return
     failure, code = gated
     hydra_cfg = HydraConfig.get()
@@ -104,6 +112,27 @@ def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
     )
     print(f"verdict: {label} ({failure}); exit code {code} ({keep})", file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+def _gate_on_accuracy(cfg: DictConfig, result: Any) -> None:
+    """A passing run that misses its accuracy budget exits 5 (a sweep job leaves a marker)."""
+    missed = missed_accuracy(cfg, result)
+    if missed is None:
+        return
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        job = MissedAccuracy(
+            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), missed
+        )
+        record_missed_accuracy(Path(hydra_cfg.runtime.output_dir), job)
+        return
+    print(
+        f"accuracy: budget MISSED ({missed}); exit code {ACCURACY_MISSED_EXIT_CODE} "
+        "(analyze.accuracy_exit_code=false exits 0)",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(ACCURACY_MISSED_EXIT_CODE)
 
 
 def _end_open_sweeps(killed: bool) -> None:

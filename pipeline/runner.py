@@ -25,6 +25,7 @@ from pipeline.config.backend_option import settle_backend_option
 from pipeline.config.checks import check_config
 from pipeline.config.input_files import check_given_files
 from pipeline.config.model_option import settle_model_option
+from pipeline.config.op_override_checks import check_override_names
 from pipeline.config.schema import STAGE_ORDER, stage_names
 from pipeline.cpu_threads import apply_threads, choose_threads
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
@@ -205,6 +206,8 @@ def _run_stages(
     """Run or reuse each stage in order, tracking its outcome, metrics and artifacts."""
     for index, name in enumerate(names, start=1):
         log.debug("[%d/%d] %s", index, len(names), name)
+        if name == "lower":  # after a reused export this is still before any stage ran
+            check_override_names(cfg, STAGES["lower"].inputs(cfg, run_dir)[0])
         try:
             outcome = _run_stage(name, cfg, run_dir, cache, tracker.begin)
         except StageSelectionError:

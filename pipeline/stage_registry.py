@@ -68,11 +68,28 @@ def _backend_source(cfg: DictConfig, run_dir: Path) -> list[Path]:
     return [source] if source is not None else []
 
 
+def generation_lengths(cfg: DictConfig) -> tuple[int, int] | None:
+    """(prompt tokens, decode steps) of `runtime.generate`, or None when it is off."""
+    generate = cfg.runtime.get("generate")
+    if generate is None or generate.get("prompt_tokens") is None:
+        return None
+    return int(generate.prompt_tokens), int(generate.new_tokens)
+
+
+def _generation_file(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    return [run_dir / ArtifactName.GENERATION] if generation_lengths(cfg) is not None else []
+
+
 def _call_export(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.export.stage import run_export
 
     return run_export(
-        _to_object(cfg.model), _to_object(cfg.inputs), _to_object(cfg.export), run_dir
+        _to_object(cfg.model),
+        _to_object(cfg.inputs),
+        _to_object(cfg.export),
+        run_dir,
+        (generation_lengths(cfg) or (None, 0))[0],
+        cfg.runtime.generate.get("max_len"),
     )
 
 
@@ -81,6 +98,7 @@ def _lower_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
         run_dir / ArtifactName.EXPORTED_PROGRAM,
         run_dir / ArtifactName.INPUTS,
         run_dir / ArtifactName.REFERENCE_OUTPUTS,
+        *_generation_file(cfg, run_dir),
     ]
 
 
@@ -94,6 +112,7 @@ def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
         run_dir / ArtifactName.REFERENCE_OUTPUTS,
         run_dir,
         model_name=str(cfg.model.name),
+        generation=next(iter(_generation_file(cfg, run_dir)), None),
     )
 
 
@@ -104,17 +123,19 @@ def _program(cfg: DictConfig, run_dir: Path) -> Path:
 
 
 def _run_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
-    return [_program(cfg, run_dir), run_dir / ArtifactName.INPUTS]
+    return [_program(cfg, run_dir), run_dir / ArtifactName.INPUTS, *_generation_file(cfg, run_dir)]
 
 
 def _call_run(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.run.stage import run_run
 
+    generation = _generation_file(cfg, run_dir)
     return run_run(
         _to_object(cfg.runtime),
         _program(cfg, run_dir),
         run_dir / ArtifactName.INPUTS,
         run_dir,
+        generation=generation[0] if generation else None,
     )
 
 
@@ -131,13 +152,15 @@ def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
         _path_or(run_dir, cfg.analyze.debug_buffer, ArtifactName.DEBUG_BUFFER),
         _path_or(run_dir, cfg.analyze.pte, ArtifactName.EXECUTORCH_PROGRAM),
         program,
+        run_dir / ArtifactName.STEP_INPUTS,  # a generation's captured steps' inputs
+        run_dir / ArtifactName.GENERATION,  # its signature (ExecuTorch's ETRecord has no room)
     ]
 
 
 def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.analyze.stage import run_analyze
 
-    etrecord, debug_buffer, pte, _ = _analyze_optional(cfg, run_dir)
+    etrecord, debug_buffer, pte, _, step_inputs, generation = _analyze_optional(cfg, run_dir)
     return run_analyze(
         _to_object(cfg.analyze),
         _analyze_inputs(cfg, run_dir)[0],
@@ -145,13 +168,15 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
         etrecord if etrecord.is_file() else None,
         run_dir,
         pte=pte if pte.is_file() or cfg.analyze.pte else None,  # a missing analyze.pte: say so
+        step_inputs=step_inputs if step_inputs.is_file() else None,
+        generation_file=generation if generation.is_file() else None,
     )
 
 
 STAGES: dict[str, StageSpec] = {
     "export": StageSpec(
         "export",
-        ("model", "inputs", "export"),
+        ("model", "inputs", "export", "runtime.generate.prompt_tokens", "runtime.generate.max_len"),
         "stages.export.stage",
         _export_inputs,
         _export_optional,

@@ -4,7 +4,9 @@ Exit codes of `python -m pipeline`: 0 done (verdict pass or not evaluated, or
 `analyze.fail_exit_code=false`); 1 a stage or a sweep job failed; 2 a usage error (Hydra);
 3 the analysis ran and its verdict is FAIL (in a sweep: some job's verdict, no job failed);
 4 the numbers passed but the delegate map check has errors (verdict `map_errors`; in a sweep:
-no job failed and no verdict is FAIL); 130 interrupted.
+no job failed and no verdict is FAIL); 5 the verdict passed but an output missed
+`analyze.accuracy_budget` (in a sweep: some job's, no job failed and no verdict FAIL;
+`analyze.accuracy_exit_code=false` exits 0); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from stages.formats.artifacts import ArtifactName
 
 VERDICT_FAILED_EXIT_CODE = 3
 MAP_ERRORS_EXIT_CODE = 4
+ACCURACY_MISSED_EXIT_CODE = 5
 MAP_ERRORS = "map_errors"  # summary.json's verdict (stages/analyze/compare/map_gate.py)
 
 
@@ -57,3 +60,19 @@ def gated_verdict(cfg: DictConfig, result: PipelineResult) -> tuple[str, int] | 
     return "; ".join(p for p in (str(summary.get("verdict_reason", "")), where) if p), (
         VERDICT_FAILED_EXIT_CODE
     )
+
+
+def missed_accuracy(cfg: DictConfig, result: PipelineResult) -> str | None:
+    """Why the run missed its accuracy budget when its verdict did not FAIL and
+    `analyze.accuracy_exit_code` is on; None otherwise (a FAIL is `failed_verdict`'s, exit 3, or
+    exit 0 under `analyze.fail_exit_code=false`)."""
+    if not bool(OmegaConf.select(cfg, "analyze.accuracy_exit_code", default=True)):
+        return None
+    path = _summary_path(result)
+    if path is None or not path.is_file():
+        return None
+    summary = json.loads(path.read_text())
+    accuracy = summary.get("accuracy") or {}
+    if summary.get("verdict") == "fail" or accuracy.get("met") is not False:
+        return None  # exit 5 says "the verdict passed, the budget did not" (FAIL is 3, or 0)
+    return str(accuracy.get("reason") or "an output missed analyze.accuracy_budget")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from pipeline.config.backend_option import check_backend_class
+from pipeline.config.op_override_checks import check_override_support
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
 from stages.closed_sets import FaultKind
@@ -97,6 +98,70 @@ def check_run_budget(cfg: DictConfig) -> None:
         raise ConfigValueError(str(exc)) from exc
 
 
+ZOO_LLM_FACTORY = "stages.export.zoo.llm.build_llm"
+ZOO_LLM_DEFAULT_SEQ_LEN = 32  # TinyLLM's own default
+
+
+def _cache_length(cfg: DictConfig) -> tuple[int | None, str]:
+    """The KV cache's length and the option that sets it: the zoo llm's model.kwargs.seq_len
+    or runtime.generate.max_len (None: the model's own, checked by the export and run stages)."""
+    max_len = cfg.runtime.generate.get("max_len")
+    if str(cfg.model.get("_target_")) == ZOO_LLM_FACTORY:
+        if max_len is not None:
+            raise ConfigValueError(
+                "runtime.generate.max_len: the zoo llm's KV cache is model.kwargs.seq_len long; "
+                "set that instead"
+            )
+        seq_len = cfg.model.kwargs.get("seq_len", ZOO_LLM_DEFAULT_SEQ_LEN)
+        return int(seq_len), f"model.kwargs.seq_len={seq_len}"
+    if max_len is not None:
+        return int(max_len), f"runtime.generate.max_len={max_len}"
+    return None, ""
+
+
+def check_generation(cfg: DictConfig) -> None:
+    """`runtime.generate.*`: lengths >= 0, a prompt of 1 or more tokens, and prompt + decode
+    steps within the KV cache's length (refused here, before the export spends time on it)."""
+    generate = cfg.runtime.get("generate")
+    if generate is None or generate.get("prompt_tokens") is None:
+        return
+    prompt, new = int(generate.prompt_tokens), int(generate.new_tokens)
+    if prompt < 1 or new < 0:
+        raise ConfigValueError(
+            f"runtime.generate.prompt_tokens={prompt} must be >= 1 and "
+            f"runtime.generate.new_tokens={new} >= 0"
+        )
+    first, every = generate.get("capture_first"), int(generate.capture_every)
+    if (first is not None and int(first) < 0) or every < 0:
+        raise ConfigValueError(
+            f"runtime.generate.capture_first={first} and capture_every={every}: give counts "
+            ">= 0 (capture_first null: every step captures)"
+        )
+    length, option = _cache_length(cfg)
+    if length is not None and prompt + new > length:
+        raise ConfigValueError(
+            f"runtime.generate.prompt_tokens={prompt} + runtime.generate.new_tokens={new} = "
+            f"{prompt + new} positions do not fit the KV cache ({option}): shorten the "
+            "generation or lengthen the cache"
+        )
+
+
+def check_executorch_generation(cfg: DictConfig) -> None:
+    """A generation on ExecuTorch's runtime runs, but is not analysed yet."""
+    from stages.formats.executorch_program import is_executorch_backend
+
+    generate = cfg.runtime.get("generate")
+    if generate is None or generate.get("prompt_tokens") is None:
+        return
+    if is_executorch_backend(str(cfg.backend.name)):
+        raise ConfigValueError(
+            f"runtime.generate.* with backend={cfg.backend.name}: the analysis cannot link "
+            "ExecuTorch's events of a dynamic-shape program to its ETRecord yet; run "
+            "'stages=[export,lower,run]' for its tokens and step latencies, or use an emulated "
+            "backend (xnnpack, qnn, portable) for the per-step analysis"
+        )
+
+
 def check_config(cfg: DictConfig, stages: list[str]) -> None:
     """Every check a schema cannot express, for the selected stages; raises ConfigValueError."""
     if "lower" in stages:
@@ -104,7 +169,11 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_fault_changes_something(cfg)
         check_backend_class(cfg)
         check_backend_precision(cfg)
+        check_override_support(cfg)
     if "run" in stages:
         check_run_budget(cfg)
+    if "export" in stages or "run" in stages:
+        check_generation(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)
+        check_executorch_generation(cfg)

@@ -7,7 +7,7 @@ compose time with Hydra's own message naming the key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -53,6 +53,28 @@ class TrackingConfig:
     log_unchanged: bool = False
 
 
+class SearchKind(StrEnum):
+    """The searches `search=...` selects (pipeline/searches): what to keep in float, what to keep
+    off the delegate, and the smallest failing program."""
+
+    precision = "precision"
+    delegation = "delegation"
+    reduce = "reduce"
+
+
+@dataclass
+class SearchConfig:
+    """`search=precision|delegation|reduce` (a sweep: the search's sweeper runs the trials)."""
+
+    kind: SearchKind | None = None
+    # At most this many trials (the proving re-run included); the search stops with what it has.
+    max_trials: int = 40
+    # precision: also measure each op alone low precision and alone kept float (2 trials per op).
+    sensitivity: bool = True
+    # Reuse the outcomes of trials an interrupted run of the same search recorded.
+    resume: bool = True
+
+
 @dataclass
 class PipelineConfig:
     """The whole composed config (conf/config.yaml)."""
@@ -72,6 +94,7 @@ class PipelineConfig:
     runtime: RuntimeConfig = MISSING
     analyze: AnalyzeConfig = MISSING
     tracking: TrackingConfig = MISSING
+    search: SearchConfig = field(default_factory=SearchConfig)
     inputs: InputsConfig = field(default_factory=InputsConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
     stages: list[StageName] = field(default_factory=lambda: list(StageName))

@@ -16,7 +16,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
-from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts
+from pipeline.searches.exit_codes import exit_for_search, search_files
+from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts, missed_accuracies
 from pipeline.sweeps.parallel_launch import start_early
 from pipeline.tracking.client import log_metric_values, tracking_client
 from pipeline.tracking.factory import PARENT_RUN_ENV, resolve_tracking_uri
@@ -25,7 +26,7 @@ from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
 from pipeline.tracking.offline_sync import sync_sweep_jobs
 from pipeline.tracking.store import artifact_root_for
 from pipeline.tracking.tables import log_csv_table
-from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE
+from pipeline.verdict_exit import ACCURACY_MISSED_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
 
 log = logging.getLogger("pipeline")
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -131,7 +132,20 @@ class SweepTracking(Callback):
             failed = failed or failed_runs
         else:
             self._compare_job_dirs(sweep_dir, len(failed), len(verdicts))
-        _exit_on_failures(failed, verdicts, code)
+        if OmegaConf.select(config, "search.kind") is not None:
+            # A search's trials fail on purpose; the search's own outcome decides the exit.
+            self._log_search(sweep_dir)
+            exit_for_search(sweep_dir)
+            return
+        missed = [f"{m.model}/{m.backend}/{m.precision}" for m in missed_accuracies(sweep_dir)]
+        _exit_on_failures(failed, verdicts, missed, code)
+
+    def _log_search(self, sweep_dir: Path) -> None:
+        """search.json and a precision search's sensitivity files on the parent run."""
+        if self.client is None or self.parent_id is None:
+            return
+        for path in search_files(sweep_dir):
+            self.client.log_artifact(self.parent_id, str(path), "search")
 
     @staticmethod
     def _compare_job_dirs(sweep_dir: Path, failed: int, verdicts: int) -> None:
@@ -201,10 +215,14 @@ class SweepTracking(Callback):
 
 
 def _exit_on_failures(
-    failed: list[str], verdicts: list[str], code: int = VERDICT_FAILED_EXIT_CODE
+    failed: list[str],
+    verdicts: list[str],
+    missed: list[str],
+    code: int = VERDICT_FAILED_EXIT_CODE,
 ) -> None:
     """Exit 1 when a job failed (naming failed verdicts too), else 3 when a verdict failed
-    (`code` 4 when every failed verdict is map errors)."""
+    (`code` 4 when every failed verdict is map errors), else 5 when a job missed its accuracy
+    budget."""
     note = f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
     if failed:
         raise SweepFailedError(
@@ -219,3 +237,12 @@ def _exit_on_failures(
             flush=True,
         )
         raise SweepVerdictFailedError(code)
+    if missed:
+        print(
+            f"accuracy: {len(missed)} sweep job(s) missed analyze.accuracy_budget: "
+            f"{', '.join(missed)}; exit code {ACCURACY_MISSED_EXIT_CODE} "
+            "(analyze.accuracy_exit_code=false exits 0)",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SweepVerdictFailedError(ACCURACY_MISSED_EXIT_CODE)

@@ -12,6 +12,7 @@ from stages.safe_io.atomic_write import write_text_atomic
 
 FAILED_JOB_MARKER = ".pipeline/job_failed.json"
 FAILED_VERDICT_MARKER = ".pipeline/verdict_failed.json"
+MISSED_ACCURACY_MARKER = ".pipeline/accuracy_missed.json"
 
 Marker = TypeVar("Marker")
 
@@ -34,6 +35,16 @@ class FailedVerdict:
     precision: str
     reason: str
     exit_code: int = 3  # 3 a FAIL verdict, 4 map errors (pipeline/verdict_exit.py)
+
+
+@dataclass(frozen=True)
+class MissedAccuracy:
+    """A job whose verdict passed and whose outputs missed `analyze.accuracy_budget`."""
+
+    model: str
+    backend: str
+    precision: str
+    reason: str
 
 
 def _write(job_dir: Path, name: str, record: Any) -> None:
@@ -62,3 +73,11 @@ def record_failed_verdict(job_dir: Path, verdict: FailedVerdict) -> None:
 
 def failed_verdicts(sweep_dir: Path) -> list[FailedVerdict]:
     return _read(sweep_dir, FAILED_VERDICT_MARKER, FailedVerdict)
+
+
+def record_missed_accuracy(job_dir: Path, job: MissedAccuracy) -> None:
+    _write(job_dir, MISSED_ACCURACY_MARKER, job)
+
+
+def missed_accuracies(sweep_dir: Path) -> list[MissedAccuracy]:
+    return _read(sweep_dir, MISSED_ACCURACY_MARKER, MissedAccuracy)

@@ -52,6 +52,20 @@ class MapErrors(StrEnum):
 
 
 @dataclass
+class AccuracyBudgetConfig:
+    """End-to-end accuracy every model output must reach (`analyze.accuracy_budget.*`).
+
+    20 dB: the error's power is 1% of the output's (its RMS 10%). Measured on the zoo
+    (docs/user_guide.md#accuracy-budget): fp32 and fp16 runs clear it by far, an int8 run of a
+    well-scaled model clears it, and the int8 model with one outlier channel does not."""
+
+    snr_db: float = 20.0
+    # Fraction of rows whose argmax agrees (float outputs with a last dim >= 2), or of equal
+    # elements (integer outputs). null: reported, not judged (a few samples move it in big steps).
+    top1_agreement: float | None = None
+
+
+@dataclass
 class AnalyzeConfig:
     """Where the data comes from (defaults: this run's files), comparators and thresholds."""
 
@@ -97,6 +111,10 @@ class AnalyzeConfig:
     fail_exit_code: bool = True
     # gate: a run whose delegate map check has errors ends as `map_errors` (exit 4), not PASS.
     map_errors: MapErrors = MapErrors.gate
+    # End-to-end accuracy of every output against this budget (summary.json `accuracy`).
+    accuracy_budget: AccuracyBudgetConfig = field(default_factory=AccuracyBudgetConfig)
+    # A run whose verdict passes but misses the accuracy budget exits 5; false: exit 0.
+    accuracy_exit_code: bool = True
     # Durations an event row keeps for exact statistics; past them a sketch whose percentiles are
     # within 0.5%, so memory does not grow with iterations (stages/analyze/link/latency_stats.py).
     latency_exact_samples: int = 1024

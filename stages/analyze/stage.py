@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.compare.comparators import build_comparators
+from stages.analyze.compare.end_to_end import ACCURACY_KEY, accuracy_metrics, run_accuracy
+from stages.analyze.compare.exact_compare import tie_tolerance
 from stages.analyze.compare.gap_evaluation import Gaps, evaluate_numeric_gap
 from stages.analyze.compare.map_gate import gate_on_map_errors
 from stages.analyze.compare.verdict import (
@@ -19,6 +21,10 @@ from stages.analyze.compare.verdict import (
 )
 from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
 from stages.analyze.config import AnalyzeConfig
+from stages.analyze.generation.analysis import GenerationAnalysis
+from stages.analyze.generation.entry import focused_inputs, generation_analysis
+from stages.analyze.generation.step_gaps import GapOptions
+from stages.analyze.generation.summary import add_generation, generation_metrics
 from stages.analyze.link.event_table import event_record
 from stages.analyze.link.linked_files import Linked, load_and_link, method_event_rows
 from stages.analyze.report.graph_outputs import write_graph_outputs
@@ -42,6 +48,7 @@ class AnalyzeArtifacts:
     plots: tuple[Path, ...]
     overlays: tuple[Path, ...] = ()  # Model Explorer node-data files
     metrics: dict[str, float] = field(default_factory=dict)
+    generation_tables: tuple[Path, ...] = ()  # a generation's per-step CSVs
 
 
 def _compare(
@@ -50,6 +57,7 @@ def _compare(
     gap_comparator: Any,
     threshold: float,
     budget: VerdictBudget,
+    samples: list[Any] | None = None,
 ) -> tuple[Gaps, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
     found = evaluate_numeric_gap(
@@ -59,6 +67,7 @@ def _compare(
         linked.program,
         linked.map_check,
         budget.floor_units,
+        samples,
     )
     gap_rows, flows, note = found.rows, found.flows, found.inputs_note
     reason = found.not_evaluated.why if found.not_evaluated is not None else ""
@@ -80,6 +89,40 @@ def _compare(
         for r in gap_rows
     ]
     return found, verdict, gaps
+
+
+def _compare_steps(
+    cfg: AnalyzeConfig,
+    linked: Linked,
+    comparators: list[Any],
+    generation_files: tuple[Path | None, Path | None],
+) -> tuple[Gaps, Verdict, list[dict[str, Any]], GenerationAnalysis | None]:
+    """`_compare` under the precision's threshold and budget; for a generation, every step first
+    (stages.analyze.generation) and the plain tables of the first diverging (else first
+    captured) step."""
+    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
+    threshold = threshold_for(dict(cfg.thresholds), linked.index.precision)
+    budget = verdict_budget(cfg, linked.index.precision)
+    record = linked.inputs.etrecord
+    options = GapOptions(
+        comparators,
+        gap_comparator,
+        threshold,
+        budget,
+        tie_tolerance(linked.index.precision),
+        record.representative_inputs if record is not None else [],
+    )
+    generation = generation_analysis(
+        linked.inputs, linked.index, linked.map_check, linked.program, options, generation_files
+    )
+    compared, samples = linked, None
+    if generation is not None and generation.focus_inputs is not None:
+        compared = replace(linked, inputs=focused_inputs(linked.inputs, generation))
+        samples = [generation.focus_inputs]
+    found, verdict, gaps = _compare(
+        compared, comparators, gap_comparator, threshold, budget, samples
+    )
+    return found, verdict, gaps, generation
 
 
 class AnalyzeOptionError(ValueError):
@@ -153,16 +196,16 @@ def run_analyze(
     etrecord: Path | None,
     run_dir: Path,
     pte: Path | None = None,
+    step_inputs: Path | None = None,
+    generation_file: Path | None = None,
 ) -> AnalyzeArtifacts:
-    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html."""
+    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (and
+    a generation's per-step analysis: stages.analyze.generation)."""
     started = time.perf_counter()
     bounded_options(cfg)
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
-    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
     linked = load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     index, record = linked.index, linked.inputs.etrecord
-    threshold = threshold_for(dict(cfg.thresholds), index.precision)
-    budget = verdict_budget(cfg, index.precision)
 
     # Link: events and their stats.
     event_rows = method_event_rows(linked, cfg.time_unit, bounded_options(cfg)[0])
@@ -171,7 +214,8 @@ def run_analyze(
 
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    found, verdict, gaps = _compare(linked, comparators, gap_comparator, threshold, budget)
+    steps = (step_inputs, generation_file)
+    found, verdict, gaps, generation = _compare_steps(cfg, linked, comparators, steps)
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
 
@@ -179,8 +223,11 @@ def run_analyze(
     events_path, gap_path = write_tables(run_dir, events, gaps)
     files = RunFiles(etdump, etrecord, debug_buffer)
     summary = _summary(cfg, files, linked, (event_rows, events, gaps), found, verdict)
+    gap_comparator = metric_comparator(comparators, cfg.gap_metric)
+    summary[ACCURACY_KEY] = run_accuracy(linked.inputs, gap_comparator, cfg.accuracy_budget)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = write_plots(run_dir, summary, events, gaps, cfg.top_k)
+    plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot
     trace_path = _trace(run_dir, linked, gaps, metric, cfg.trace_iterations, summary)
     summary_path, report_path = write_summary_and_report(
         run_dir,
@@ -199,5 +246,8 @@ def run_analyze(
         report=report_path,
         plots=tuple(plots),
         overlays=graph.overlays,
-        metrics=headline_metrics(clean(summary), verdict, gap_seconds),
+        metrics=headline_metrics(clean(summary), verdict, gap_seconds)
+        | accuracy_metrics(summary[ACCURACY_KEY])
+        | generation_metrics(generation),
+        generation_tables=tables[:2],
     )

@@ -57,6 +57,9 @@ class PartitionGraph:
     outputs: list[torch.fx.Node]
     constants: dict[str, torch.Tensor]
     calibration: dict[str, float]
+    # Names of member nodes `backend.keep_float` keeps at fp32 (weights unquantized, output not
+    # rounded); a backend that honours it sets `honours_keep_float = True`.
+    keep_float: frozenset[str] = frozenset()
 
 
 class BackendDetails(ABC):
@@ -72,6 +75,10 @@ class BackendDetails(ABC):
     # True when preprocess applies `backend.fault.*` (through `fault_for`); a fault asked of a
     # backend that leaves this False is refused before any stage runs.
     applies_faults: ClassVar[bool] = False
+    # True when preprocess computes the ops in `PartitionGraph.keep_float` at fp32; a
+    # `backend.keep_float` asked of a backend that leaves this False is refused before any stage.
+    # (`backend.keep_off` needs nothing: the lower stage's partitioner leaves those ops out.)
+    honours_keep_float: ClassVar[bool] = False
     # The program's named data, installed by the runtime before `init` (read-only; empty until).
     named_data_map: NamedDataMap = NamedDataMap.EMPTY
 

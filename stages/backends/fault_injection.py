@@ -7,7 +7,8 @@ or processed bytes; at run time the executor and delegates call `apply_output_fa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -63,6 +64,21 @@ def require_norm_for_epsilon(fault: dict[str, Any] | None, ops: Sequence[str], w
         )
 
 
+# The generation step the runtime is executing (0 outside a generation): a fault with
+# `from_step` N acts from step N on (1: decode only), as a bug in a kernel's one-token path would.
+_STEP = [0]
+
+
+@contextmanager
+def generation_step(step: int) -> Iterator[None]:
+    """Executions inside are step `step` of a generation (0: the prefill)."""
+    previous, _STEP[0] = _STEP[0], step
+    try:
+        yield
+    finally:
+        _STEP[0] = previous
+
+
 def apply_output_fault(output: Any, fault: dict[str, Any]) -> Any:
     """The output of a faulted kernel: scaled, offset, a NaN in it, or transposed (the only
     kind that applies to integer and bool outputs, e.g. argmax indices).
@@ -70,7 +86,7 @@ def apply_output_fault(output: Any, fault: dict[str, Any]) -> Any:
     `transpose` swaps the last two dims when they are equal and reverses the last dim otherwise
     (so the shape stays valid). `epsilon` is applied ahead of time to the norm's eps argument.
     """
-    if not isinstance(output, torch.Tensor):
+    if not isinstance(output, torch.Tensor) or _STEP[0] < int(fault.get("from_step") or 0):
         return output
     kind, value = fault["kind"], float(fault.get("value", 1.5))
     if not output.is_floating_point():  # integer/bool: only a reordering keeps values valid

@@ -38,6 +38,7 @@ class KernelDelegate(BackendDetails):
 
     supported_ops: frozenset[str] = frozenset()
     applies_faults = True
+    honours_keep_float = True  # kept ops' kernels run at fp32 (stages/backends/kept_float.py)
     fuse: bool = True
     generated_identifiers: bool = True
 
@@ -99,8 +100,11 @@ class KernelDelegate(BackendDetails):
         values: list[Any] = [None] * handle.num_values
         for vid, value in handle.constants:
             values[vid] = value
-        for vid, scale, value in zip(handle.inputs, handle.input_scales, inputs, strict=True):
-            values[vid] = round_to_precision(value, handle.precision, scale)
+        kept = handle.inputs_kept_float or [False] * len(inputs)
+        for vid, scale, value, fp32 in zip(
+            handle.inputs, handle.input_scales, inputs, kept, strict=True
+        ):
+            values[vid] = value if fp32 else round_to_precision(value, handle.precision, scale)
         capture = (
             tracer is not None
             and tracer.debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS

@@ -35,7 +35,8 @@ def _single_user(node: torch.fx.Node, members: set[torch.fx.Node]) -> torch.fx.N
 
 
 def _fused_chain(node: torch.fx.Node, members: set[torch.fx.Node]) -> list[torch.fx.Node]:
-    """An anchor op and the batch norm, activation and add that follow it, when they fuse."""
+    """An anchor op and the batch norm, activation and add that follow it, when they fuse
+    (`members` holds only nodes of the anchor's precision: kept-float ops fuse among themselves)."""
     chain, current = [node], node
     nxt = _single_user(current, members)
     if nxt is not None and op_name(nxt.target) in BATCH_NORM and nxt.args[0] is current:
@@ -56,14 +57,18 @@ def _fused_chain(node: torch.fx.Node, members: set[torch.fx.Node]) -> list[torch
     return chain
 
 
-def plan_kernels(nodes: list[torch.fx.Node], fuse: bool = True) -> list[KernelPlan]:
-    """Group a partition's op nodes into kernels; fused chains end at their last node."""
+def plan_kernels(
+    nodes: list[torch.fx.Node], fuse: bool = True, keep_float: frozenset[str] = frozenset()
+) -> list[KernelPlan]:
+    """Group a partition's op nodes into kernels; fused chains end at their last node and never
+    mix ops kept at fp32 (`keep_float`) with the others."""
     taken: set[torch.fx.Node] = set()
     plans: list[KernelPlan] = []
     for node in nodes:
         if node in taken or is_getitem(node):
             continue
-        members = set(nodes) - taken
+        kept = node.name in keep_float
+        members = {n for n in nodes if (n.name in keep_float) == kept} - taken
         fusing = fuse and op_name(node.target) in ANCHORS
         chain = _fused_chain(node, members) if fusing else [node]
         taken.update(chain)

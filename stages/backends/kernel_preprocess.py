@@ -20,6 +20,7 @@ from stages.backends.fault_injection import (
     require_norm_for_epsilon,
     with_fault_eps,
 )
+from stages.backends.kept_float import kept_float_inputs, with_keep_float
 from stages.backends.kernel_blob import BlobTensor, encode_blob
 from stages.backends.kernel_plan import KernelPlan, is_getitem, plan_kernels
 from stages.backends.named_data_store import NamedDataStore
@@ -81,7 +82,8 @@ def _op_entry(
     """One op of a kernel; notes the weights an int8 anchor op reads (they get quantized)."""
     name = op_name(node.target)
     args = with_fault_eps(name, list(node.args), fault)
-    if delegate.precision == Precision.int8 and name in ANCHORS:
+    kept = node.name in ids.partition.keep_float
+    if delegate.precision == Precision.int8 and name in ANCHORS and not kept:
         weight = args[2] if name == "aten.addmm.default" else args[1]
         if isinstance(weight, torch.fx.Node) and weight.name in ids.partition.constants:
             quantized.add(weight.name)
@@ -112,7 +114,7 @@ def _kernel_entry(
         require_norm_for_epsilon(fault, names, f"the faulted kernel holds {names}")
     except FaultTargetError as exc:
         raise BackendError(str(exc)) from exc
-    return {
+    entry = {
         "identifier": delegate.make_identifier(builder, plan),
         "name": delegate.kernel_name(names[0]),
         "ops": ops,
@@ -120,6 +122,7 @@ def _kernel_entry(
         "out_scale": int8_scale(ids.partition.calibration.get(plan.output.name)),
         "fault": fault,
     }
+    return with_keep_float(entry, plan, ids.partition, ids.ids)
 
 
 def weight_key(constant: str, stored: torch.Tensor, quantized: bool) -> str:
@@ -143,7 +146,10 @@ def _blob_tensors(
         consumer = next(iter(n for n in node.users if n in ids.members), node)
         weight = ids.partition.constants[node.name]
         quantize = node.name in quantized
-        tensor, scales = stored_weight(weight, delegate.precision, quantize)
+        readers = [n for n in node.users if n in ids.members]
+        kept = bool(readers) and all(n.name in ids.partition.keep_float for n in readers)
+        precision = Precision.fp32 if kept else delegate.precision
+        tensor, scales = stored_weight(weight, precision, quantize)
         key = weight_key(node.name, tensor, quantize)
         tensors.append(BlobTensor(delegate.tensor_name(node, consumer), vid, tensor, scales, key))
     return tensors
@@ -158,7 +164,7 @@ def preprocess_partition(
     quantized: set[str] = set()
     kernels = [
         _kernel_entry(delegate, plan, ids, builder, quantized)
-        for plan in plan_kernels(partition.nodes, fuse=fuse)
+        for plan in plan_kernels(partition.nodes, fuse=fuse, keep_float=partition.keep_float)
     ]
     document = {
         "backend": delegate.name,
@@ -166,6 +172,7 @@ def preprocess_partition(
         "num_values": len(ids.ids),
         "inputs": [ids.ids[n] for n in partition.inputs],
         "input_scales": [int8_scale(partition.calibration.get(n.name)) for n in partition.inputs],
+        "inputs_kept_float": kept_float_inputs(partition),
         "outputs": [ids.ids[n] for n in partition.outputs],
         "kernels": kernels,
     }

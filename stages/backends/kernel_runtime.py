@@ -33,6 +33,10 @@ class LoadedKernel:
     fault: dict[str, Any] | None
     # (op name, args binder, output value id) per op, for cost models.
     cost_ops: list[tuple[str, Any, int]]
+    # fp32 for a kernel `backend.keep_float` keeps at fp32; None: the delegate's precision.
+    precision: str | None = None
+    # Inputs a kept-float kernel produced, rounded before this kernel reads them (vid, scale).
+    round_inputs: tuple[tuple[int, float | None], ...] = ()
 
 
 @dataclass
@@ -46,6 +50,8 @@ class LoadedDelegate:
     input_scales: list[float | None]
     outputs: list[int]
     kernels: list[LoadedKernel]
+    # Per input: True when only kept-float kernels read it (it is not rounded on entry).
+    inputs_kept_float: list[bool] | None = None
 
 
 def _kernel(entry: dict[str, Any], identifier: DelegateIdentifier) -> LoadedKernel:
@@ -65,6 +71,11 @@ def _kernel(entry: dict[str, Any], identifier: DelegateIdentifier) -> LoadedKern
         out_scale=entry.get("out_scale"),
         fault=entry.get("fault"),
         cost_ops=cost_ops,
+        precision=entry.get("precision"),
+        round_inputs=tuple(
+            (int(vid), None if scale is None else float(scale))
+            for vid, scale in (entry.get("round_inputs") or {}).items()
+        ),
     )
 
 
@@ -99,6 +110,7 @@ def load_delegate(
             input_scales=list(document.get("input_scales") or [None] * len(inputs)),
             outputs=[int(v) for v in document["outputs"]],
             kernels=kernels,
+            inputs_kept_float=[bool(f) for f in document.get("inputs_kept_float") or []] or None,
         )
     except _CORRUPT_TABLE as exc:
         raise BackendError(
@@ -107,8 +119,32 @@ def load_delegate(
         ) from exc
 
 
+class _Overlay(list[Any]):
+    """The value slots with some inputs replaced for one kernel; writes reach the real slots."""
+
+    def __init__(self, values: list[Any], replaced: dict[int, Any]) -> None:
+        super().__init__(values)
+        self.values = values
+        for vid, value in replaced.items():
+            super().__setitem__(vid, value)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, value)
+        self.values[index] = value
+
+
+def _with_rounded_inputs(kernel: LoadedKernel, values: list[Any], precision: str) -> list[Any]:
+    replaced = {
+        vid: round_to_precision(values[vid], precision, scale) for vid, scale in kernel.round_inputs
+    }
+    return _Overlay(values, replaced)
+
+
 def run_kernel(kernel: LoadedKernel, values: list[Any], precision: str) -> None:
     """Compute the kernel's ops with torch, round its output to the precision, apply its fault."""
+    if kernel.round_inputs:  # read kept-float producers' outputs as this precision stores them
+        values = _with_rounded_inputs(kernel, values, precision)
+    precision = kernel.precision or precision
     for fn, args, kwargs, outs, multi in kernel.ops:
         result = fn(*args(values), **{k: b(values) for k, b in kwargs.items()})
         if multi:

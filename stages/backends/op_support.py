@@ -71,6 +71,8 @@ NPU_STYLE_OPS = CPU_STYLE_OPS | {
     "aten.expand.default",
     "aten.embedding.default",
     "aten.stack.default",
+    # the KV cache update of a generation program: NPU runtimes keep the cache on the device
+    "aten.index_copy.default",
 }
 
 _XNN_NAMES = {

@@ -20,6 +20,7 @@ class PortableBackend(BackendDetails):
 
     name = "portable"
     applies_faults = True  # every op is an operator call, which the executor faults
+    honours_keep_float = True  # every op already runs on the portable runtime at fp32
 
     def unsupported_reason(self, node: torch.fx.Node) -> str | None:
         return "the portable backend runs every op as an operator call"

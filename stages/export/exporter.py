@@ -7,6 +7,7 @@ import logging
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -91,13 +92,17 @@ def export_model(
     decompose: bool,
     model_name: str,
     error_log: Path,
+    dynamic_shapes: Any = None,
 ) -> ExportedProgram:
-    """The exported program with a debug handle on every operator node."""
+    """The exported program with a debug handle on every operator node (`dynamic_shapes` as
+    torch.export takes them: a generation program's token count varies)."""
     try:
         # Tracing makes ~300,000 objects (ViT); cyclic collections meanwhile walked the tracer's
         # freshly imported modules again and again (0.16 s): they wait until it is done.
         with _quiet_fake_tensor_errors(), paused_gc():
-            program = torch.export.export(model, sample, strict=strict)
+            program = torch.export.export(
+                model, sample, strict=strict, dynamic_shapes=dynamic_shapes
+            )
     except Exception as exc:
         error_log.write_text(traceback.format_exc())
         mismatch = diagnose_inputs(model, sample)

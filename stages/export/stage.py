@@ -9,13 +9,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+from torch.export import ExportedProgram
+from torch.nn import Module
+
 from stages.export.config import ExportConfig, InputsConfig, ModelConfig
 from stages.export.exporter import export_model
+from stages.export.generation import export_for_generation
 from stages.export.model_factory import build_model
 from stages.export.reference_capture import program_outputs
 from stages.export.representative_inputs import representative_inputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.exported_program import save_exported_program
+from stages.formats.generation_signature import GenerationSignature, save_signature
 from stages.handles.graph_handles import iter_operator_nodes
 from stages.handover.exported_program import remember_exported_program
 from stages.handover.samples import save_samples
@@ -29,24 +35,58 @@ class ExportArtifacts:
     inputs: Path
     reference_outputs: Path
     metrics: dict[str, float] = field(default_factory=dict)
+    generation: Path | None = None  # generation.json, for runtime.generate.*
 
 
-def run_export(
-    model: ModelConfig, inputs: InputsConfig, export: ExportConfig, run_dir: Path
-) -> ExportArtifacts:
-    """Build, export with debug handles, record the reference outputs."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    module = build_model(model)
+def _export(
+    module: Module,
+    model: ModelConfig,
+    inputs: InputsConfig,
+    export: ExportConfig,
+    run_dir: Path,
+    generate: int | None,
+    max_len: int | None = None,
+) -> tuple[ExportedProgram, list[tuple[torch.Tensor, ...]], GenerationSignature | None]:
+    """The program and its representative inputs; for a generation (prompt tokens, decode
+    steps), the step program with its KV cache, the prefill's inputs and the signature."""
+    error_log = run_dir / "export_error.log"
+    if generate is not None:
+        program, sample, signature = export_for_generation(
+            module,
+            model,
+            inputs,
+            generate,
+            strict=export.strict,
+            error_log=error_log,
+            max_len=max_len,
+        )
+        return program, [sample], signature
     samples = representative_inputs(model.inputs, inputs)
-    started = time.perf_counter()
     program = export_model(
         module,
         samples[0],
         strict=export.strict,
         decompose=export.decompose,
         model_name=model.name,
-        error_log=run_dir / "export_error.log",
+        error_log=error_log,
     )
+    return program, samples, None
+
+
+def run_export(
+    model: ModelConfig,
+    inputs: InputsConfig,
+    export: ExportConfig,
+    run_dir: Path,
+    generate: int | None = None,
+    max_len: int | None = None,
+) -> ExportArtifacts:
+    """Build, export with debug handles, record the reference outputs (`generate`: the prompt's
+    length in tokens of a generation, see stages.export.generation)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    module = build_model(model)
+    started = time.perf_counter()
+    program, samples, signature = _export(module, model, inputs, export, run_dir, generate, max_len)
     export_seconds = time.perf_counter() - started
     references = [program_outputs(program, sample) for sample in samples]
 
@@ -55,6 +95,10 @@ def run_export(
     remember_exported_program(program, digest)  # lower and analyze need not load it again
     save_samples(samples, paths[ArtifactName.INPUTS])
     save_samples(references, paths[ArtifactName.REFERENCE_OUTPUTS])
+    generation = None
+    if signature is not None:
+        generation = paths[ArtifactName.GENERATION]
+        save_signature(signature, generation)
     nodes = list(iter_operator_nodes(program.graph_module))
     metrics = {
         "torch_export_s": export_seconds,  # the torch.export call alone
@@ -68,4 +112,5 @@ def run_export(
         inputs=paths[ArtifactName.INPUTS],
         reference_outputs=paths[ArtifactName.REFERENCE_OUTPUTS],
         metrics=metrics,
+        generation=generation,
     )

@@ -19,6 +19,10 @@ class ArtifactName(StrEnum):
     ETDUMP = "etdump.etdp"
     DEBUG_BUFFER = "debug.bin"
     RUN_OUTPUTS = "run_outputs.pt"
+    # Generation (runtime.generate.*): the program's cache layout and the run's length (export),
+    # and the inputs of the steps that captured intermediate outputs (run).
+    GENERATION = "generation.json"
+    STEP_INPUTS = "step_inputs.pt"
     EVENTS_CSV = "events.csv"
     NUMERIC_GAP_CSV = "numeric_gap.csv"
     SUMMARY_JSON = "summary.json"

@@ -87,6 +87,9 @@ _EXPR_FUNCTIONS = {
     *["FloatTrueDiv", "IntTrueDiv", "Identity", "IsNonOverlappingAndDenseIndicator"],
     *["Max", "Min", "Eq", "Ne", "Lt", "Le", "Gt", "Ge", "And", "Or", "Not", "Abs"],
     *["floor", "ceiling", "sqrt", "oo", "zoo", "nan", "True", "False", "Piecewise"],
+    # sympy's arithmetic nodes, as torch writes a dynamic dimension's products (`Mul(Integer(64),
+    # s27)`: a view of a generation program's token count times its width)
+    *["Add", "Mul", "Pow", "Integer", "Rational"],
 }
 _MAX_NUMBER = 30  # digits
 _MAX_EXPR = 4096

@@ -23,6 +23,8 @@ class FaultConfig:
     # Enum field refuses; pipeline.config.checks checks it before any stage runs.
     kind: str = FaultKind.scale.value
     value: float = 1.5
+    # In a generation (runtime.generate.*), act from this step on: 0 every execution, 1 decode only.
+    from_step: int = 0
 
 
 # `${backend_name:TARGET}` (registered by the pipeline): the `name` of the backend class TARGET
@@ -39,3 +41,8 @@ class BackendConfig:
     precision: Precision = Precision.fp32
     compile_specs: dict[str, Any] = field(default_factory=dict)
     fault: FaultConfig = field(default_factory=FaultConfig)
+    # Ops (named as backend.fault.node names them) computed at fp32 inside the delegate:
+    # weights not quantized, output not rounded (the backend must honour it, or is refused).
+    keep_float: list[str] = field(default_factory=list)
+    # Ops left out of the delegate: the portable runtime runs them (the partitioner excludes them).
+    keep_off: list[str] = field(default_factory=list)

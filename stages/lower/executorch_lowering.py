@@ -17,6 +17,7 @@ from stages.formats.artifacts import ArtifactName
 from stages.handover.exported_program import load_exported_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
+from stages.lower.executorch_keep_off import keep_off_partitioner
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
@@ -78,9 +79,11 @@ def lower_with_executorch(
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = load_samples(inputs)
-    edge = to_edge_transform_and_lower(
-        program, partitioner=make_partitioners(), generate_etrecord=True
-    )
+    partitioners = make_partitioners()
+    keep_off = frozenset(str(n) for n in backend.keep_off)
+    if keep_off:  # names were checked against the program before lowering (op_overrides)
+        partitioners = [keep_off_partitioner(p, keep_off) for p in partitioners]
+    edge = to_edge_transform_and_lower(program, partitioner=partitioners, generate_etrecord=True)
     executorch_program = edge.to_executorch()
     etrecord = executorch_program.get_etrecord()
     etrecord.update_representative_inputs([tuple(s) for s in samples])
@@ -92,6 +95,7 @@ def lower_with_executorch(
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
     report = _report(backend, etrecord, model_name)
+    report["op_overrides"] = {"keep_float": [], "keep_off": sorted(keep_off)}
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     write_text_atomic(report_path, json.dumps(report, indent=2))
     total, delegated = report["handles"], len(report["delegated_handles"])

@@ -25,14 +25,23 @@ class PartitionResult:
     rejected: list[Rejection]
 
 
-def _reason(node: torch.fx.Node, backend: BackendDetails) -> str | None:
+KEPT_OFF_REASON = "kept off the delegate by backend.keep_off"
+
+
+def _reason(
+    node: torch.fx.Node, backend: BackendDetails, keep_off: frozenset[str] = frozenset()
+) -> str | None:
+    if node.name in keep_off:
+        return KEPT_OFF_REASON
     if isinstance(node.target, torch._ops.HigherOrderOperator):
         return f"control flow ({node.target.name()}) runs on the portable runtime"
     return backend.unsupported_reason(node)
 
 
-def partition_program(program: ExportedProgram, backend: BackendDetails) -> PartitionResult:
-    """Greedy contiguous partitioning of the top-level graph."""
+def partition_program(
+    program: ExportedProgram, backend: BackendDetails, keep_off: frozenset[str] = frozenset()
+) -> PartitionResult:
+    """Greedy contiguous partitioning of the top-level graph; `keep_off` nodes stay out."""
     partitions: list[list[torch.fx.Node]] = []
     owner: dict[torch.fx.Node, int] = {}
     rejected: list[Rejection] = []
@@ -59,7 +68,7 @@ def partition_program(program: ExportedProgram, backend: BackendDetails) -> Part
                 partitions[owner[source]].append(node)
                 owner[node] = owner[source]
             continue
-        reason = _reason(node, backend)
+        reason = _reason(node, backend, keep_off)
         if reason is None:
             current.append(node)
         else:
@@ -90,6 +99,7 @@ def partition_graph(
     nodes: list[torch.fx.Node],
     constants: dict[str, torch.Tensor],
     calibration: dict[str, float],
+    keep_float: frozenset[str] = frozenset(),
 ) -> PartitionGraph:
     """The inputs a partition reads from outside, the values it gives back, its weights."""
     members = set(nodes)
@@ -110,7 +120,8 @@ def partition_graph(
             continue  # a multi-output op is read through its getitems
         if any(user not in members for user in node.users):
             outputs.append(node)
-    return PartitionGraph(partition_id, nodes, inputs, outputs, used, calibration)
+    kept = frozenset(n.name for n in nodes) & keep_float
+    return PartitionGraph(partition_id, nodes, inputs, outputs, used, calibration, kept)
 
 
 def summarize_rejections(rejected: list[Rejection]) -> str:

@@ -32,6 +32,8 @@ from stages.export.reference_capture import capture_node_outputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch_program import is_executorch_backend
+from stages.formats.generation_signature import ETRECORD_KEY as GENERATION_KEY
+from stages.formats.generation_signature import load_signature
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -54,8 +56,10 @@ from stages.lower.fault_target import (
     no_op_warnings,
     operator_nodes,
     resolve_fault_node,
+    targets,
 )
 from stages.lower.map_check import MapShapeError, check_maps
+from stages.lower.op_overrides import OpOverrides, UnknownOpError, resolve_overrides
 from stages.lower.partitioner import (
     PartitionResult,
     constant_tensors,
@@ -116,6 +120,7 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
         "debug_handle": fault.debug_handle,
         "kind": fault.kind,
         "value": fault.value,
+        **({"from_step": fault.from_step} if fault.from_step else {}),
     }
     try:
         resolved = resolve_fault_node(program.graph_module, requested)
@@ -125,6 +130,25 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     for warning in warnings:
         log.warning("[lower] %s", warning)
     return {**resolved, "warnings": warnings} if warnings else resolved
+
+
+def _unless_kept_off(
+    fault: dict[str, Any] | None, backend: BackendConfig, program: ExportedProgram
+) -> dict[str, Any] | None:
+    """No fault when `backend.keep_off` takes every op it targets: a fault emulates a wrong
+    delegate kernel, and a kept-off op runs the portable runtime's kernel instead."""
+    if fault is None or not backend.keep_off:
+        return fault
+    kept = _overrides(backend, program).keep_off
+    hit = targets(program.graph_module, fault)
+    if hit and all(not t.graph and t.node.name in kept for t in hit):
+        log.warning(
+            "[lower] backend.fault targets %s, which backend.keep_off keeps off the delegate: "
+            "the portable kernel that runs it is not faulted",
+            ", ".join(t.qualified for t in hit),
+        )
+        return None
+    return fault
 
 
 def _applied_fault(
@@ -199,6 +223,7 @@ class _Partitioned:
     preprocessed: dict[int, PreprocessResult]
     specs: dict[str, Any]
     map_findings: list[MapFinding] = field(default_factory=list)
+    overrides: OpOverrides = field(default_factory=OpOverrides)
 
 
 def _check_maps(
@@ -223,25 +248,43 @@ def _check_maps(
     return findings
 
 
+def _overrides(backend: BackendConfig, program: ExportedProgram) -> OpOverrides:
+    """`backend.keep_float` / `backend.keep_off` as node names (LoweringError for an unknown op)."""
+    try:
+        return resolve_overrides(
+            program.graph_module, list(backend.keep_float), list(backend.keep_off)
+        )
+    except UnknownOpError as exc:
+        raise LoweringError(str(exc)) from exc
+
+
 def _partition(
     backend: BackendConfig, program: ExportedProgram, inputs: Path, fault: dict[str, Any] | None
 ) -> _Partitioned:
     """Tag supported nodes, group them into partitions and run the backend's preprocess on each."""
     cls = backend_class(backend.name, backend._target_)
     instance: BackendDetails = cls(backend.precision, fault)
-    result = partition_program(program, instance)
+    overrides = _overrides(backend, program)
+    if overrides.keep_float and not cls.honours_keep_float:
+        raise LoweringError(
+            f"backend.keep_float: backend '{backend.name}' does not compute ops at fp32 on "
+            "request (its class leaves `honours_keep_float` False); drop backend.keep_float"
+        )
+    result = partition_program(program, instance, overrides.keep_off)
     constants = constant_tensors(program)
     calibration = (
         _calibrate(program, inputs) if backend.precision == "int8" and result.partitions else {}
     )
     graphs = [
-        partition_graph(i, nodes, constants, calibration)
+        partition_graph(i, nodes, constants, calibration, overrides.keep_float)
         for i, nodes in enumerate(result.partitions)
     ]
     specs = dict(backend.compile_specs)
     preprocessed = {g.partition_id: instance.preprocess(g, specs) for g in graphs}
     findings = _check_maps(backend, graphs, preprocessed)
-    return _Partitioned(instance, result, constants, graphs, preprocessed, specs, findings)
+    return _Partitioned(
+        instance, result, constants, graphs, preprocessed, specs, findings, overrides
+    )
 
 
 @dataclass(frozen=True)
@@ -337,6 +380,7 @@ def _lowering_report(
         "program_fingerprint": program_fingerprint,
         "lowered_program_fingerprint": lowered_fingerprint,
         "fault_injected": fault,
+        "op_overrides": parts.overrides.record(),
         "partitions": [
             {
                 "partition_id": g.partition_id,
@@ -399,6 +443,13 @@ def _exported_program(path: Path) -> tuple[ExportedProgram, _ExportedFile]:
     return load_exported_program(data, str(path), sha256), _ExportedFile(path, data, sha256)
 
 
+def _generation_info(generation: Path | None) -> dict[str, Any]:
+    """The ETRecord's record of a generation program's signature (none for a plain program)."""
+    if generation is None:
+        return {}
+    return {GENERATION_KEY: load_signature(generation).record()}
+
+
 def run_lower(
     backend: BackendConfig,
     exported_program: Path,
@@ -406,8 +457,10 @@ def run_lower(
     reference_outputs: Path,
     run_dir: Path,
     model_name: str = "",
+    generation: Path | None = None,
 ) -> LowerArtifacts:
-    """Partition, preprocess each partition, write the program and the complete ETRecord."""
+    """Partition, preprocess each partition, write the program and the complete ETRecord (with
+    `generation`, generation.json's signature in its lowering info)."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
         pte, lowering_json, et_record, metrics = lower_with_executorch(
             backend, exported_program, inputs, run_dir, model_name
@@ -417,7 +470,7 @@ def run_lower(
     program, exported = _exported_program(exported_program)
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
-    requested = _fault(backend, program)
+    requested = _unless_kept_off(_fault(backend, program), backend, program)
     parts = _partition(backend, program, inputs, requested)
     fault = _applied_fault(requested, parts, backend)
     saved = _save_program(backend, program, exported, parts, fault, run_dir)
@@ -448,7 +501,8 @@ def run_lower(
         model_name=model_name,
         lowered=lowered,
         delegate_maps=maps,
-        lowering_info={k: v for k, v in report.items() if k != "partitions"},
+        lowering_info={k: v for k, v in report.items() if k != "partitions"}
+        | _generation_info(generation),
     )
     metrics = _lower_metrics(program, parts, maps, (lowering_seconds, load_seconds), fault)
     return LowerArtifacts(

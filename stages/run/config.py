@@ -38,6 +38,22 @@ class EventFilterConfig:
 
 
 @dataclass
+class GenerateConfig:
+    """Greedy generation (off while `prompt_tokens` is null): one prefill execution of the
+    prompt, then `new_tokens` decode executions of the same program, each its own event block.
+    Intermediate outputs are captured in the first `capture_first` steps (null: every step) and
+    every `capture_every`-th step after them (0: none); every step keeps its timings."""
+
+    prompt_tokens: int | None = None
+    new_tokens: int = 8
+    # The KV cache's length for a Hugging Face causal LM (default: its max_position_embeddings);
+    # the zoo llm's is model.kwargs.seq_len.
+    max_len: int | None = None
+    capture_first: int | None = None
+    capture_every: int = 0
+
+
+@dataclass
 class RuntimeConfig:
     """Warmup and timed iterations, and what the tracer captures."""
 
@@ -55,3 +71,4 @@ class RuntimeConfig:
     # ("Unable to find populated event") though its parser reads them: turn off for its Inspector.
     track_allocations: bool = False  # ExecuTorch 1.5.1's Inspector cannot open them
     filter: EventFilterConfig = field(default_factory=EventFilterConfig)
+    generate: GenerateConfig = field(default_factory=GenerateConfig)

@@ -21,12 +21,14 @@ from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
 from stages.formats.executorch_program import is_executorch_program
+from stages.formats.generation_signature import check_length, load_signature
 from stages.handover.lowered_program import holds_saved, load_program
 from stages.handover.samples import load_samples, save_samples
 from stages.progress_display import ProgressDisplay
 from stages.run.config import RuntimeConfig
 from stages.run.event_tracer import EventFilter, EventTracer
 from stages.run.executor import Executor
+from stages.run.generation import check_capture_options, generate, step_input_samples
 from stages.run.iteration_budget import IterationBudget, IterationBudgetError
 from stages.safe_io.file_digests import file_sha256
 
@@ -56,6 +58,7 @@ class RunArtifacts:
     debug_buffer: Path
     outputs: Path
     metrics: dict[str, float] = field(default_factory=dict)
+    step_inputs: Path | None = None  # a generation's captured steps' inputs
 
 
 def _level(table: Mapping[str, int], value: str, option: str) -> int:
@@ -152,8 +155,14 @@ def _capture(
     return outputs
 
 
-def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) -> RunArtifacts:
-    """Warm up, time `runtime.iterations` executions, capture intermediates apart, write files."""
+def run_run(
+    runtime: RuntimeConfig,
+    program: Path,
+    inputs: Path,
+    run_dir: Path,
+    generation: Path | None = None,
+) -> RunArtifacts:
+    """Warm up, time, capture intermediates apart; with generation.json, generate instead."""
     debug_level = EventTracerDebugLogLevel(
         _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
     )
@@ -170,6 +179,8 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
     if not holds_saved(program):  # a program the lower stage just wrote is this tool's
         with program.open("rb") as fh:
             if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
+                if generation is not None:
+                    return _generate_executorch(runtime, debug_level, program, samples, generation)
                 return _run_executorch(runtime, debug_level, program, samples, run_dir)
     tracer = EventTracer(
         debug_level=EventTracerDebugLogLevel.NO_LOGGING,
@@ -181,6 +192,10 @@ def run_run(runtime: RuntimeConfig, program: Path, inputs: Path, run_dir: Path) 
         ),
     )
     executor = _load_traced(program, runtime, tracer)
+    if generation is not None:
+        return _run_generation(
+            runtime, debug_level, executor, samples[0], generation, tracer, run_dir
+        )
     # The capture executions come first and are the warm-up: the kernels, caches and allocator
     # are as warm after them as after an untraced execution, and the timed ones log no tensor.
     outputs = _capture(executor, samples, debug_level, tracer)
@@ -248,3 +263,70 @@ def _run_executorch(
     save_samples(run.outputs, outputs_path)
     metrics = _metrics(budget.done, run.etdump, etdump_bytes, debug_path.stat().st_size)
     return RunArtifacts(etdump_path, debug_path, outputs_path, metrics=metrics)
+
+
+def _run_generation(
+    runtime: RuntimeConfig,
+    debug_level: EventTracerDebugLogLevel,
+    executor: Executor,
+    prompt: tuple[torch.Tensor, ...],
+    generation: Path,
+    tracer: EventTracer,
+    run_dir: Path,
+) -> RunArtifacts:
+    """Warm-up prefills untraced, then the generation; the ETDump, debug buffer, the generated
+    tokens (run_outputs.pt) and the captured steps' inputs (step_inputs.pt)."""
+    check_capture_options(runtime.generate)
+    signature = load_signature(generation)
+    for _ in range(runtime.warmup):
+        executor.execute(prompt)
+    run = generate(executor, prompt, signature, runtime.generate, debug_level, tracer)
+    _report_skipped(tracer)
+    etdump_path, debug_path = run_dir / ArtifactName.ETDUMP, run_dir / ArtifactName.DEBUG_BUFFER
+    data = tracer.etdump()
+    etdump_bytes, debug_bytes = tracer.write_etdump(etdump_path, debug_path)
+    outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
+    save_samples([(torch.tensor([run.tokens], dtype=torch.int64),)], outputs_path)
+    save_samples(step_input_samples(run), run_dir / ArtifactName.STEP_INPUTS)
+    metrics = _metrics(len(run.tokens), data, etdump_bytes, debug_bytes)
+    metrics["captured_steps"] = float(len(run.captured))
+    return RunArtifacts(
+        etdump_path,
+        debug_path,
+        outputs_path,
+        metrics=metrics,
+        step_inputs=run_dir / ArtifactName.STEP_INPUTS,
+    )
+
+
+def _generate_executorch(
+    runtime: RuntimeConfig,
+    debug_level: EventTracerDebugLogLevel,
+    program: Path,
+    samples: list[tuple[torch.Tensor, ...]],
+    generation: Path,
+) -> RunArtifacts:
+    """A generation in ExecuTorch's runtime (stages.run.executorch_generation), our layout."""
+    from stages.run.executorch_generation import run_generation_program
+    from stages.run.executorch_runtime import write_run
+
+    check_capture_options(runtime.generate)
+    signature = load_signature(generation)
+    problem = check_length(signature.prompt_tokens, runtime.generate.new_tokens, signature.max_len)
+    if problem:
+        raise RuntimeConfigError(problem)
+    data, run_dir = program.read_bytes(), generation.parent
+    capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
+    run, steps = run_generation_program(
+        data, str(program), samples[0], signature, runtime.generate, runtime.warmup, capture
+    )
+    etdump_path, debug_path = run_dir / ArtifactName.ETDUMP, run_dir / ArtifactName.DEBUG_BUFFER
+    etdump_bytes = write_run(run, data, etdump_path, debug_path)
+    outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
+    save_samples(run.outputs, outputs_path)
+    save_samples(step_input_samples(steps), run_dir / ArtifactName.STEP_INPUTS)
+    metrics = _metrics(len(steps.tokens), run.etdump, etdump_bytes, debug_path.stat().st_size)
+    metrics["captured_steps"] = float(len(steps.captured))
+    return RunArtifacts(
+        etdump_path, debug_path, outputs_path, metrics, run_dir / ArtifactName.STEP_INPUTS
+    )

@@ -48,6 +48,7 @@ TINY_MODEL_OVERRIDES: dict[str, list[str]] = {
         "model.inputs=[{shape:[1,8],dtype:int64,high:64}]",
     ],
     "mlp": ["model=mlp"],
+    "outlier_mlp": ["model=outlier_mlp"],
     "cond_model": ["model=cond_model"],
     "topk_model": ["model=topk_model"],
     "three_inputs": ["model=three_inputs"],

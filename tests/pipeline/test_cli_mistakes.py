@@ -42,6 +42,14 @@ def _fail(tmp_path: Path, *args: str) -> str:
         ),
         (["model=custom"], ["model=custom needs model._target_ and model.inputs"]),
         (["inputs.path=missing.pt"], ["inputs.path=missing.pt", "no such file"]),
+        (
+            ["model=llm", "runtime.generate.prompt_tokens=30", "runtime.generate.new_tokens=8"],
+            ["30 + runtime.generate.new_tokens=8 = 38", "model.kwargs.seq_len=32"],
+        ),
+        (
+            ["model=llm", "runtime.generate.prompt_tokens=4", "runtime.generate.capture_every=-1"],
+            ["capture_every=-1", ">= 0"],
+        ),
     ],
 )
 def test_option_mistake_is_refused_in_a_few_lines(

@@ -44,6 +44,7 @@ def evaluate_numeric_gap(
     program: ExportedProgram | None,
     map_check: MapCheck | None = None,
     floor_units: float = 0.0,
+    samples: list[Any] | None = None,
 ) -> Gaps:
     """Gap rows and cond records, or none and why they cannot be computed; and a note when every
     input-dependent output differs (the run's inputs may not be the ETRecord's)."""
@@ -62,11 +63,12 @@ def evaluate_numeric_gap(
     groups, rows, flows = numeric_gap_and_flow(
         outputs,
         program,
-        record.representative_inputs,
+        record.representative_inputs if samples is None else samples,  # a generation's step
         comparators,
         tie_tolerance(index.precision),
         index.precision,
         floor_units,
+        calibration=record.representative_inputs,  # what the lower stage calibrated on
     )
     differ, compared = every_output_differs(rows, groups, program)
     note = inputs_note(differ, compared, str(inputs.etrecord_path))

@@ -46,6 +46,7 @@ def numeric_gap_and_flow(
     floor_units: float = 0.0,
     stats: WalkStats | None = None,
     release_values: bool = True,
+    calibration: Sequence[Sequence[torch.Tensor]] | None = None,
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
@@ -64,7 +65,7 @@ def numeric_gap_and_flow(
     record_of = {site.node: record for site, record in zip(sites, records, strict=True)}
     order = node_order(graph, sites)
     groups, topo = build_groups(outputs, graph, order)
-    emulation = _emulation(program, samples, precision)
+    emulation = _emulation(program, samples if calibration is None else calibration, precision)
     walks = _sample_walks(program, samples, outputs, groups)
     plan = plan_walk(order, topo, sites, groups, release_values)
     options = (comparators, tie_tolerance, emulation, floor_units)

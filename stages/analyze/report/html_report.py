@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
 from stages.analyze.report.terminal_report import identity_note
 from stages.safe_io.atomic_write import write_text_atomic
 
@@ -162,6 +163,15 @@ def divergence_block(summary: dict[str, Any]) -> str:
     )
 
 
+def accuracy_block(record: dict[str, Any] | None) -> str:
+    """The end-to-end accuracy against its budget, beside the verdict."""
+    headline = accuracy_headline(record)
+    if not headline:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in accuracy_output_lines(record))
+    return f"<p class='accuracy'>{html.escape(headline)}</p><ul>{items}</ul>"
+
+
 def _head(summary: dict[str, Any]) -> list[str]:
     """Title, verdict and first divergence (what a reader came for), then notes and facts."""
     verdict = str(summary.get("verdict", "not_evaluated"))
@@ -175,6 +185,7 @@ def _head(summary: dict[str, Any]) -> list[str]:
         f"<h1>{html.escape(str(summary.get('model')))} on {html.escape(str(summary.get('backend')))}</h1>",
         f"<p>Verdict: <span class='verdict {html.escape(verdict)}'>{html.escape(verdict)}</span> "
         f"{html.escape(str(summary.get('verdict_reason', '')))}</p>",
+        accuracy_block(summary.get("accuracy")),
         divergence_block(summary),
         f"<p class='identity'>{html.escape(note)}</p>" if note else "",
         *(
@@ -221,6 +232,54 @@ EVENT_COLUMNS = [
 ]
 
 
+GENERATION_STEP_COLUMNS = [
+    "step",
+    "kind",
+    "latency_ms",
+    "token",
+    "reference_token",
+    "top1_agree",
+    "logits_snr_db",
+    "status",
+    "diverged_outputs",
+]
+
+
+def generation_section(summary: dict[str, Any]) -> str:
+    """A generation's steps: the first divergence as (step, layer, op), token agreement,
+    latencies, one row per step and the KV cache's SNR per layer (folded); none for a plain run."""
+    generation = summary.get("generation")
+    if not isinstance(generation, dict):
+        return ""
+    first, token = generation.get("first_divergence"), generation.get("first_differing_token")
+    latency = generation.get("latency") or {}
+    facts = {
+        "first divergence": (
+            f"step {first['step']} ({first['kind']}), {first['layer']}, "
+            f"{'+'.join(first['op_names'])} at {first['source_line']}"
+            if first
+            else "none"
+        ),
+        "first differing token": (
+            f"step {token['step']}: {token['runtime_token']} (reference {token['reference_token']})"
+            if token
+            else "none"
+        ),
+        "top-1 agreement": generation.get("top1_agreement"),
+        **{key.replace("_", " "): value for key, value in latency.items()},
+    }
+    rows = [{"fact": key, "value": value} for key, value in facts.items()]
+    steps = generation.get("steps") or []
+    kv = generation.get("kv_cache") or []
+    kv_table = _table(kv, ["step", "layer", "k_snr_db", "v_snr_db"]) if kv else ""
+    return (
+        "<h2>Generation (prefill and decode steps)</h2>"
+        + _table(rows, ["fact", "value"])
+        + _table(steps, GENERATION_STEP_COLUMNS)
+        + (collapsed("KV cache SNR per layer and step", kv_table, len(kv)) if kv else "")
+    )
+
+
 def render_report(
     summary: dict[str, Any],
     events: list[dict[str, Any]],
@@ -230,6 +289,7 @@ def render_report(
 ) -> str:
     parts = _head(summary)
     parts.append(map_check_section(summary))  # the first divergence is in _head
+    parts.append(generation_section(summary))
     flows = summary.get("control_flow") or []
     if flows:  # the branch each side took at every torch.cond, per sample
         parts.append("<h2>Control flow</h2>")

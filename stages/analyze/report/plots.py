@@ -206,3 +206,37 @@ def matplotlib_colors() -> list[str]:
 
     tab10 = colormaps["tab10"]
     return [to_hex(tab10(i)) for i in range(tab10.N)]
+
+
+def plot_sensitivity(
+    path: Path, ops: list[str], only_low: list[float], only_float: list[float], budget: float
+) -> None:
+    """Per op, the end-to-end SNR with only it low precision and with only it kept float,
+    against the accuracy budget (a precision search's sensitivity table)."""
+    shown = [op[:MAX_LABEL] for op in ops]
+    with _figure(9.0, 1.4 + 0.36 * max(len(shown), 1)) as figure:
+        axes = figure.add_subplot()
+        rows = list(range(len(shown)))
+        low = _clip(only_low, -50.0, 150.0)
+        kept = _clip(only_float, -50.0, 150.0)
+        axes.barh(
+            [r - 0.2 for r in rows],
+            low,
+            height=0.4,
+            color=OPERATOR_COLOR,
+            label="only this op low precision",
+        )
+        axes.barh(
+            [r + 0.2 for r in rows],
+            kept,
+            height=0.4,
+            color=DELEGATED_COLOR,
+            label="only this op kept float",
+        )
+        axes.axvline(budget, color=MARKER_COLOR, linestyle="--", label=f"budget {budget:g} dB")
+        axes.set_yticks(rows, shown, fontfamily="monospace", fontsize=8)
+        axes.invert_yaxis()
+        axes.set_xlabel("end-to-end output SNR (dB)")
+        axes.set_title("Precision sensitivity per op")
+        axes.legend(loc="lower right", fontsize=8)
+        _save(figure, path)

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
+
 
 def _num(value: Any) -> str:
     if isinstance(value, float):
@@ -72,6 +74,8 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
             f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
             f"{figure}status {first.get('status')})"
         )
+        if first.get("step_kind"):  # a generation: the step it diverged in
+            lines.append(f"   in generation step {first['step']} ({first['step_kind']})")
         if first.get("source_line"):
             lines.append(f"   at {first['source_line']}")
         if first.get("owner_source_line"):  # the model's call of a generic library layer
@@ -125,6 +129,10 @@ def format_terminal_report(summary_path: Path) -> str:
     ]
     if s.get("verdict_reason"):
         lines.append(f"   {s['verdict_reason']}")
+    headline = accuracy_headline(s.get("accuracy"))
+    if headline:
+        lines.append(headline)
+        lines.extend(f"   {line}" for line in accuracy_output_lines(s.get("accuracy")))
     identity = identity_note(s.get("program_identity"))
     if identity:
         lines.append(f"   {identity}")

@@ -1,6 +1,11 @@
-"""A small decoder-only LLM: RMSNorm, RoPE, SwiGLU, grouped-query attention, fixed length."""
+"""A small decoder-only LLM: RMSNorm, RoPE, SwiGLU, grouped-query attention, fixed length.
+
+`TinyLLM.forward` is one fixed-length forward; `TinyLLM.step` is one generation step with a static
+KV cache passed in and returned (`stages.export.generation` exports it for prefill and decode)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import nn
@@ -52,7 +57,16 @@ class GQAttention(nn.Module):
             "mask", torch.full((seq_len, seq_len), float("-inf")).triu(1), persistent=False
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        input_pos: torch.Tensor | None = None,
+        k_cache: torch.Tensor | None = None,
+        v_cache: torch.Tensor | None = None,
+    ) -> Any:
+        """Fixed-length causal attention; with `input_pos` and caches, one cached step."""
+        if input_pos is not None and k_cache is not None and v_cache is not None:
+            return self.step(x, input_pos, k_cache, v_cache)
         b, n, _ = x.shape
         q = self.wq(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -64,6 +78,33 @@ class GQAttention(nn.Module):
         scores = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5 + self.mask
         out = scores.softmax(-1) @ v
         return self.wo(out.transpose(1, 2).reshape(b, n, -1))
+
+    def step(
+        self, x: torch.Tensor, input_pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Attention of the tokens at `input_pos` over the cache they are written into; the
+        output and the updated caches ([batch, kv_heads, max_len, head_dim])."""
+        b = x.shape[0]
+        q = self.wq(x).view(b, -1, self.heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, -1, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, -1, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = self.get_buffer("cos")[input_pos], self.get_buffer("sin")[input_pos]
+        q, k = _apply_rope(q, cos, sin), _apply_rope(k, cos, sin)
+        k_cache = k_cache.index_copy(
+            2, input_pos, k
+        )  # the cache update: new rows at their position
+        v_cache = v_cache.index_copy(2, input_pos, v)
+        repeat = self.heads // self.kv_heads
+        keys = k_cache.repeat_interleave(repeat, dim=1)
+        values = v_cache.repeat_interleave(repeat, dim=1)
+        mask = self.get_buffer("mask")[input_pos]  # a query sees cache rows up to its position
+        scores = (q @ keys.transpose(-2, -1)) * self.head_dim**-0.5 + mask
+        out = scores.softmax(-1) @ values
+        return (
+            self.wo(out.transpose(1, 2).reshape(b, -1, self.heads * self.head_dim)),
+            k_cache,
+            v_cache,
+        )
 
 
 class SwiGLU(nn.Module):
@@ -87,9 +128,25 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = RMSNorm(dim)
         self.ffn = SwiGLU(dim, hidden)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        input_pos: torch.Tensor | None = None,
+        k_cache: torch.Tensor | None = None,
+        v_cache: torch.Tensor | None = None,
+    ) -> Any:
+        """The fixed-length layer; with `input_pos` and caches, one cached step."""
+        if input_pos is not None and k_cache is not None and v_cache is not None:
+            return self.step(x, input_pos, k_cache, v_cache)
         x = x + self.attn(self.attn_norm(x))
         return x + self.ffn(self.ffn_norm(x))
+
+    def step(
+        self, x: torch.Tensor, input_pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        attended, k_cache, v_cache = self.attn(self.attn_norm(x), input_pos, k_cache, v_cache)
+        x = x + attended
+        return x + self.ffn(self.ffn_norm(x)), k_cache, v_cache
 
 
 class TinyLLM(nn.Module):
@@ -106,6 +163,7 @@ class TinyLLM(nn.Module):
         seq_len: int = 32,
     ) -> None:
         super().__init__()
+        self.max_len, self.kv_heads, self.head_dim = seq_len, kv_heads, dim // heads
         self.embed = nn.Embedding(vocab_size, dim)
         self.layers = nn.ModuleList(
             DecoderLayer(dim, heads, kv_heads, hidden, seq_len) for _ in range(layers)
@@ -118,6 +176,27 @@ class TinyLLM(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.lm_head(self.norm(x))
+
+    def step(
+        self, tokens: torch.Tensor, input_pos: torch.Tensor, *caches: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """Token ids [batch, n] at positions `input_pos` [n], and per layer its key and value
+        cache → logits [batch, n, vocab] and the updated caches, in the same order."""
+        x = self.embed(tokens)
+        updated: list[torch.Tensor] = []
+        for index, layer in enumerate(self.layers):
+            x, k_cache, v_cache = layer(x, input_pos, caches[2 * index], caches[2 * index + 1])
+            updated += [k_cache, v_cache]
+        return (self.lm_head(self.norm(x)), *updated)
+
+    def empty_caches(self, batch: int = 1) -> list[tuple[str, torch.Tensor]]:
+        """Zeroed caches by name (`layers.<i>.k`, `layers.<i>.v`), in `step`'s order."""
+        shape = (batch, self.kv_heads, self.max_len, self.head_dim)
+        return [
+            (f"layers.{i}.{kind}", torch.zeros(shape))
+            for i in range(len(self.layers))
+            for kind in ("k", "v")
+        ]
 
 
 def build_llm(**kwargs: object) -> TinyLLM:

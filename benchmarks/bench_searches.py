@@ -1,0 +1,146 @@
+"""The searches measured (issue 36.4): per case, the trials a search took, its wall time against
+one cold run of the same model, whether its result holds when re-run in a fresh directory, and
+the reduce's op count. Each command is a new CLI process in a fresh working directory (own
+MLflow store and stage cache; both the cold run and the search log to MLflow, as by default).
+
+    python benchmarks/bench_searches.py [--cases demo,conv,vit] [--kinds precision,delegation,reduce]
+        [--max-trials 40]            # smallest: --cases demo --kinds delegation
+
+Cases: demo (outlier_mlp int8 precision; mlp fault delegation and reduce), conv (an unseen
+conv net with an outlier channel, benchmarks/search_models.py: precision), vit (ViT int8
+precision; a fault on matmul_3 at fp16: delegation and reduce). Timings are wall clock on
+whatever else the machine runs: the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONV = [
+    "model=custom",
+    f"model._target_={REPO / 'benchmarks' / 'search_models.py'}:build_conv_outlier",
+    "model.inputs=[{shape:[4,3,16,16]}]",
+]
+CASES: dict[str, list[tuple[str, list[str]]]] = {
+    "demo": [
+        ("precision", ["model=outlier_mlp", "backend=xnnpack", "backend.precision=int8"]),
+        ("delegation", ["model=mlp", "backend=xnnpack", "backend.fault.node=linear_1"]),
+        ("reduce", ["model=mlp", "backend=xnnpack", "backend.fault.node=linear_1"]),
+    ],
+    "conv": [("precision", [*CONV, "backend=xnnpack", "backend.precision=int8"])],
+    "vit": [
+        ("precision", ["model=vit", "backend=xnnpack", "backend.precision=int8"]),
+        ("delegation", ["model=vit", "backend=qnn", "backend.fault.node=matmul_3"]),
+        ("reduce", ["model=vit", "backend=qnn", "backend.fault.node=matmul_3"]),
+    ],
+}
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _cli(args: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
+    return time.perf_counter() - started, result
+
+
+def _holds(kind: str, found: dict, args: list[str], cwd: Path) -> bool:
+    """Re-run the result in a fresh directory: the budget met, the verdict passes, or the
+    reduce's command FAILs with the same first-divergence op type."""
+    if found.get("result") is None:
+        return False
+    if kind == "reduce":
+        command = shlex.split(found["command"])[3:]
+        _, result = _cli([*command, "tracking=none", f"cache_dir={cwd / 'holds'}"], cwd)
+        summary = json.loads((Path(found["program"]).parent / "summary.json").read_text())
+        same = summary["first_divergence"]["op_types"] == found["first_divergence_op_types"]
+        return result.returncode == 3 and same
+    overrides = [f"{k}=[{','.join(v)}]" for k, v in found["result"].items()]
+    run_dir = cwd / "holds"
+    _cli([*args, *overrides, "tracking=none", "cache=false", f"hydra.run.dir={run_dir}"], cwd)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    if kind == "precision":
+        return summary["accuracy"]["met"] is True
+    return summary["verdict"] == "pass"
+
+
+def measure(kind: str, args: list[str], max_trials: int) -> dict:
+    """One search and one cold run of the same model, each in its own fresh directory."""
+    with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
+        work = Path(tmp)
+        cold_s, _ = _cli(
+            [
+                *args,
+                f"hydra.run.dir={work / 'cold'}",
+                f"cache_dir={work / 'cold_cache'}",
+            ],
+            work,
+        )
+        search_s, result = _cli(
+            [
+                "-m",
+                f"search={kind}",
+                *args,
+                f"search.max_trials={max_trials}",
+                f"hydra.sweep.dir={work / 'sweep'}",
+                f"cache_dir={work / 'cache'}",
+            ],
+            work,
+        )
+        path = work / "sweep" / "search.json"
+        if not path.is_file():
+            raise SystemExit(f"search={kind} {args} wrote no search.json:\n{result.stderr[-3000:]}")
+        found = json.loads(path.read_text())
+        return {
+            "kind": kind,
+            "args": " ".join(args),
+            "exit": result.returncode,
+            "trials": found["trials"],
+            "result": found["result"],
+            "ops": found.get("ops"),
+            "search_s": round(search_s, 1),
+            "cold_run_s": round(cold_s, 1),
+            "per_trial_over_cold": round(search_s / max(found["trials"], 1) / cold_s, 3),
+            "holds": _holds(kind, found, args, work),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="demo", help=f"comma-separated: {','.join(CASES)}")
+    parser.add_argument("--kinds", default="precision,delegation,reduce", help="searches to run")
+    parser.add_argument("--max-trials", type=int, default=40)
+    options = parser.parse_args()
+    for case in options.cases.split(","):
+        for kind, args in CASES[case]:
+            if kind not in options.kinds.split(","):
+                continue
+            before = load_average()
+            row = measure(kind, args, options.max_trials)
+            print(
+                json.dumps({**row, "load_before": before, "load_after": load_average()}), flush=True
+            )
+
+
+if __name__ == "__main__":
+    main()

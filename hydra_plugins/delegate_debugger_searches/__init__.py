@@ -1,0 +1,1 @@
+"""The pipeline's search sweeper plugin (`search=precision|delegation|reduce`)."""

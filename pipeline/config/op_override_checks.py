@@ -1,0 +1,65 @@
+"""`backend.keep_float` / `backend.keep_off` checked before the stages that use them.
+
+Before any stage: the backend honours them (a user's backend declares `honours_keep_float`;
+ExecuTorch's XNNPACK takes keep_off only). Before lowering (before any stage when the export is
+reused or `stages=` starts later): every name is an op of the exported program.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from pipeline.config.backend_option import AUTHORS_PAGE
+from pipeline.errors import ConfigValueError
+
+
+def _listed(cfg: DictConfig, key: str) -> list[str]:
+    return [str(n) for n in (cfg.backend.get(key) or [])]
+
+
+def check_override_support(cfg: DictConfig) -> None:
+    """The chosen backend can honour the overrides asked of it."""
+    from stages.formats.executorch_program import is_executorch_backend
+
+    if not _listed(cfg, "keep_float"):
+        return
+    name = str(cfg.backend.name)
+    if is_executorch_backend(name):
+        raise ConfigValueError(
+            f"backend.keep_float: backend {name} lowers fp32 programs only, where every op is "
+            "already float; keep_float applies to quantized programs (use backend=xnnpack with "
+            "backend.precision=int8 for emulated int8)"
+        )
+    from stages.backends.backend_api import BackendError, backend_class
+
+    try:
+        cls = backend_class(name, cfg.backend.get("_target_"))
+    except BackendError as exc:
+        raise ConfigValueError(str(exc)) from exc
+    if not cls.honours_keep_float:
+        raise ConfigValueError(
+            f"backend.keep_float is set but backend '{name}' does not compute ops at fp32 on "
+            "request: drop backend.keep_float, or honour it in the backend (set "
+            "`honours_keep_float = True` and compute `PartitionGraph.keep_float` ops at fp32, "
+            f"see {AUTHORS_PAGE}#per-op-overrides)"
+        )
+
+
+def check_override_names(cfg: DictConfig, exported_program: Path) -> None:
+    """Every keep_float / keep_off name is an op of `exported_program`."""
+    if not (_listed(cfg, "keep_float") or _listed(cfg, "keep_off")):
+        return
+    if not exported_program.is_file():
+        return  # the lower stage's own input check reports the missing program
+    from stages.handover.exported_program import load_exported_program
+    from stages.lower.op_overrides import UnknownOpError, resolve_overrides
+
+    program = load_exported_program(exported_program)
+    try:
+        resolve_overrides(
+            program.graph_module, _listed(cfg, "keep_float"), _listed(cfg, "keep_off")
+        )
+    except UnknownOpError as exc:
+        raise ConfigValueError(str(exc)) from exc

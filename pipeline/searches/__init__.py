@@ -1,0 +1,1 @@
+"""Searches run as sweeps (`search=precision|delegation|reduce`): trials chosen from earlier ones."""

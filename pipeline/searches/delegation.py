@@ -1,0 +1,55 @@
+"""search=delegation: the smallest `backend.keep_off` set whose ops, run off the delegate by the
+portable runtime, make a FAILing run pass (for a delegate author: which kernel is wrong)."""
+
+from __future__ import annotations
+
+from pipeline.searches.minimize import smallest_passing_set
+from pipeline.searches.result import SearchError, SearchResult, verified_record
+from pipeline.searches.trials import TrialRunner, list_override
+
+KEEP_OFF = "backend.keep_off"
+
+
+def keep_off(names: list[str]) -> list[str]:
+    return [list_override(KEEP_OFF, sorted(names))] if names else []
+
+
+def _ranked(ops: list[str], first: list[str]) -> list[str]:
+    """The first divergence's ops, then the ops before it nearest first, then the rest."""
+    at = [op for op in ops if op in first]
+    if not at:
+        return list(ops)
+    index = ops.index(at[-1])
+    before = [op for op in reversed(ops[:index]) if op not in at]
+    after = [op for op in ops[index + 1 :] if op not in at]
+    return at + before + after
+
+
+def delegation_search(runner: TrialRunner) -> SearchResult:
+    """Bisect over delegated ops ranked around the first divergence; verify once, cold."""
+    baseline = runner.run([[]])[0]
+    if baseline.failed:
+        raise SearchError(f"the run without overrides failed: {baseline.error}")
+    if baseline.verdict != "fail":
+        return SearchResult(
+            "delegation",
+            {KEEP_OFF: []},
+            f"the run's verdict is {baseline.verdict}: nothing to keep off the delegate",
+        )
+    ops = list(dict.fromkeys(baseline.delegated_ops))
+
+    def passes(names: list[str]) -> bool:
+        return runner.run([keep_off(names)])[0].verdict == "pass"
+
+    chosen = smallest_passing_set(_ranked(ops, baseline.first_divergence_nodes), passes)
+    if chosen is None:
+        return SearchResult(
+            "delegation",
+            None,
+            "the run FAILs even with every op off the delegate: the delegate is not the cause",
+        )
+    proof = runner.run([[*keep_off(chosen), "cache=false"]], reuse=False)[0]
+    message = f"keep {len(chosen)} of {len(ops)} delegated op(s) off the delegate"
+    return SearchResult(
+        "delegation", {KEEP_OFF: sorted(chosen)}, message, True, verified_record(proof)
+    )

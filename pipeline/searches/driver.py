@@ -1,0 +1,126 @@
+"""`run_search`: the search sweeper's work. Checks the search, runs it, writes search.json.
+
+The sweep callback (pipeline.sweeps.callback) owns the parent MLflow run, logs search.json to
+it and ends the command with the search's exit code (`search_exit_code`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.searches.result import SearchError, SearchResult, write_search_json
+from pipeline.searches.trials import TrialBudgetSpent, TrialRunner, ledger_path
+from stages.formats.executorch_program import is_executorch_backend
+
+# Options of the search itself: they change how it searches, never a trial's outcome (left out
+# of the key its trial outcomes are recorded under).
+_SEARCH_OPTIONS = ("search.", "hydra.sweep.")
+
+
+def _check(config: DictConfig) -> None:
+    """What the chosen search needs of the run, before any trial."""
+    kind, backend = str(config.search.kind), str(config.backend.name)
+    if int(config.search.max_trials) < 2:
+        raise SearchError(f"search.max_trials={config.search.max_trials}: give 2 or more")
+    if is_executorch_backend(backend):
+        raise SearchError(
+            f"search={kind}: backend {backend} is not supported by the searches yet (its "
+            "lowering.json names handles, not ops); use an emulated backend (xnnpack, qnn)"
+        )
+    if kind == "precision" and str(config.backend.precision) == "fp32":
+        raise SearchError(
+            "search=precision looks for ops to keep in float at a lower precision: set "
+            "backend.precision=int8 (or fp16)"
+        )
+
+
+def _search(config: DictConfig, runner: TrialRunner, sweep_dir: Path) -> SearchResult:
+    kind = str(config.search.kind)
+    if kind == "precision":
+        from pipeline.searches.precision import precision_search
+
+        budget = float(config.analyze.accuracy_budget.snr_db)
+        return precision_search(runner, bool(config.search.sensitivity), sweep_dir, budget)
+    if kind == "delegation":
+        from pipeline.searches.delegation import delegation_search
+
+        return delegation_search(runner)
+    from pipeline.searches.reduce import reduce_search
+
+    return reduce_search(runner, config, sweep_dir)
+
+
+def _runner(
+    config: DictConfig,
+    launcher: Any,
+    base: list[str],
+    sweep_dir: Path,
+    validate: Callable[[Sequence[Sequence[str]]], None] | None,
+) -> TrialRunner:
+    cache_dir = Path(str(config.cache_dir)).expanduser().resolve()
+    key = [a for a in base if not a.startswith(_SEARCH_OPTIONS)]
+    ledger = ledger_path(cache_dir, str(config.search.kind), key) if config.cache else None
+    runner = TrialRunner(launcher, base, sweep_dir, ledger, int(config.search.max_trials), validate)
+    if config.search.resume:
+        resumed = runner.load_ledger()
+        if resumed:
+            print(f"search: resuming, {resumed} trial outcome(s) recorded in {ledger}", flush=True)
+    return runner
+
+
+def run_search(
+    config: DictConfig,
+    launcher: Any,
+    arguments: list[str],
+    validate: Callable[[Sequence[Sequence[str]]], None] | None = None,
+) -> list[Any]:
+    """Run the search `config.search.kind` names; search.json in the sweep dir says what it found."""
+    sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(config, sweep_dir / "multirun.yaml")
+    base = [a for a in arguments if not a.startswith("hydra.sweep.subdir=")]
+    kind = str(config.search.kind)
+    runner = _runner(config, launcher, base, sweep_dir, validate)
+    try:
+        _check(config)
+        found = _search(config, runner, sweep_dir)
+    except SearchError as exc:
+        found = SearchResult(kind, None, f"error: {exc}", complete=False)
+    except TrialBudgetSpent as exc:
+        found = SearchResult(
+            kind,
+            None,
+            f"{exc} before the search ended: raise search.max_trials and run the same command "
+            "again (trials done are reused)",
+            complete=False,
+        )
+    resumed = sum(o.resumed for o in runner.known.values())
+    path = write_search_json(sweep_dir, found, runner.outcomes, resumed)
+    _print_result(found, len(runner.outcomes), resumed, path)
+    return []
+
+
+def _print_result(found: SearchResult, trials: int, resumed: int, path: Path) -> None:
+    print(f"\n== search {found.kind}: {trials} trial(s) run, {resumed} reused ==", flush=True)
+    print(f"   {found.message}")
+    if found.result is not None:
+        pasted = " ".join(
+            f"'{k}=[{','.join(v)}]'" if isinstance(v, list) else f"{k}={v}"
+            for k, v in found.result.items()
+        )
+        print(f"result (paste): {pasted}")
+    if found.verified is not None:
+        v = found.verified
+        print(
+            f"verified by trial {v['trial']} (a cold re-run): verdict {v['verdict']}, accuracy "
+            f"met {v['accuracy_met']}, min output SNR {v['min_snr_db']} dB"
+        )
+    command = found.extra.get("command")
+    if command:
+        print(f"repro: {command}")
+    print(f"search.json: {path}", file=sys.stdout, flush=True)

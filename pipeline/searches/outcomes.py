@@ -1,0 +1,103 @@
+"""What one trial (one pipeline job) found, read back from its job dir."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stages.formats.artifacts import ArtifactName
+
+FAILED_JOB_MARKER = ".pipeline/job_failed.json"
+
+
+@dataclass
+class TrialOutcome:
+    """A trial's overrides and what its run said: verdict, accuracy, first divergence, ops."""
+
+    number: int
+    overrides: list[str]
+    job_dir: str
+    verdict: str = "not_evaluated"
+    accuracy_met: bool | None = None
+    min_snr_db: float | None = None
+    first_divergence_types: list[str] = field(default_factory=list)
+    first_divergence_nodes: list[str] = field(default_factory=list)
+    delegated_ops: list[str] = field(default_factory=list)
+    error: str = ""
+    resumed: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """The job itself failed (an error, not a verdict)."""
+        return bool(self.error)
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> TrialOutcome:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _snr(value: Any) -> float | None:
+    if value is None:
+        return None
+    return float(value)  # "inf" / "-inf" strings from summary.json included
+
+
+def _min_snr(accuracy: dict[str, Any]) -> float | None:
+    values = [_snr(o.get("snr_db")) for o in accuracy.get("outputs", [])]
+    found = [v for v in values if v is not None]
+    return min(found) if found else None
+
+
+def read_outcome(number: int, overrides: list[str], job_dir: Path) -> TrialOutcome:
+    """The outcome of the trial whose job wrote `job_dir`."""
+    outcome = TrialOutcome(number, overrides, str(job_dir))
+    marker = job_dir / FAILED_JOB_MARKER
+    summary_path = job_dir / ArtifactName.SUMMARY_JSON
+    if marker.is_file():
+        outcome.error = str(json.loads(marker.read_text()).get("error", "the job failed"))
+        return outcome
+    if not summary_path.is_file():
+        outcome.error = f"the job wrote no {ArtifactName.SUMMARY_JSON} in {job_dir}"
+        return outcome
+    summary = json.loads(summary_path.read_text())
+    accuracy = summary.get("accuracy") or {}
+    outcome.verdict = str(summary.get("verdict", "not_evaluated"))
+    outcome.accuracy_met = accuracy.get("met")
+    outcome.min_snr_db = _min_snr(accuracy)
+    first = summary.get("first_divergence") or {}
+    outcome.first_divergence_types = [str(t) for t in first.get("op_types") or []]
+    outcome.first_divergence_nodes = [str(n) for n in first.get("fault_nodes") or []]
+    lowering = job_dir / ArtifactName.LOWERING_REPORT
+    if lowering.is_file():
+        report = json.loads(lowering.read_text())
+        outcome.delegated_ops = [
+            op for p in report.get("partitions", []) for op in p.get("ops", [])
+        ]
+    return outcome
+
+
+def local_snr_by_op(job_dir: str) -> dict[str, float]:
+    """Per op, the local SNR (dB) its group has in the trial's numeric_gap.csv (the lowest when
+    an op is in several groups); empty when the file is absent."""
+    path = Path(job_dir) / ArtifactName.NUMERIC_GAP_CSV
+    if not path.is_file():
+        return {}
+    found: dict[str, float] = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            try:
+                value = float(row.get("local_snr") or "nan")
+                ops = json.loads(row.get("fault_nodes") or "[]")
+            except ValueError:
+                continue
+            for op in ops if isinstance(ops, list) else []:
+                if value == value:  # not NaN
+                    found[str(op)] = min(found.get(str(op), value), value)
+    return found

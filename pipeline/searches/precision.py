@@ -1,0 +1,99 @@
+"""search=precision: the smallest `backend.keep_float` set meeting the accuracy budget, and a
+per-op sensitivity table (accuracy with only that op low precision, and with only it kept float)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from pipeline.searches.minimize import smallest_passing_set
+from pipeline.searches.outcomes import TrialOutcome, local_snr_by_op
+from pipeline.searches.result import SearchError, SearchResult, verified_record
+from pipeline.searches.sensitivity_report import Sensitivity, write_sensitivity_files
+from pipeline.searches.trials import TrialRunner, list_override
+
+KEEP_FLOAT = "backend.keep_float"
+
+
+def keep_float(names: list[str]) -> list[str]:
+    """The trial overrides that keep `names` at fp32 (none: the baseline)."""
+    return [list_override(KEEP_FLOAT, sorted(names))] if names else []
+
+
+def _snr(outcome: TrialOutcome) -> float | None:
+    return outcome.min_snr_db
+
+
+def sensitivities(runner: TrialRunner, ops: list[str]) -> list[Sensitivity]:
+    """Two trials per op, launched as one batch (they are independent)."""
+    batch = [keep_float([o for o in ops if o != op]) for op in ops] + [
+        keep_float([op]) for op in ops
+    ]
+    found = runner.run(batch)
+    low, kept = found[: len(ops)], found[len(ops) :]
+    return [
+        Sensitivity(op, _snr(low[i]), _snr(kept[i]), kept[i].accuracy_met)
+        for i, op in enumerate(ops)
+    ]
+
+
+def _ranked(ops: list[str], table: list[Sensitivity], local: dict[str, float]) -> list[str]:
+    """Ops that hurt most when they alone are low precision first; ties by how much keeping
+    only them float helps, then by the baseline's local SNR (lowest first), then graph order."""
+    by_op = {row.op: row for row in table}
+
+    def key(op: str) -> tuple[float, float, float, int]:
+        row = by_op.get(op)
+        kept = row.snr_only_float_db if row and row.snr_only_float_db is not None else -math.inf
+        low = row.snr_only_low_db if row and row.snr_only_low_db is not None else math.inf
+        return (low, -kept, local.get(op, math.inf), ops.index(op))
+
+    return sorted(ops, key=key)
+
+
+def _baseline(runner: TrialRunner) -> TrialOutcome:
+    baseline = runner.run([[]])[0]
+    if baseline.failed:
+        raise SearchError(f"the run without overrides failed: {baseline.error}")
+    if baseline.accuracy_met is None:
+        raise SearchError(
+            "the run's accuracy was not evaluated (summary.json accuracy.met is null), so there "
+            "is nothing to search against; see its summary.json accuracy.reason"
+        )
+    return baseline
+
+
+def precision_search(
+    runner: TrialRunner, sensitivity: bool, out_dir: Path, budget_db: float
+) -> SearchResult:
+    """Bisect over ops ranked by sensitivity; verify the result once with a cold re-run."""
+    baseline = _baseline(runner)
+    ops = list(dict.fromkeys(baseline.delegated_ops))
+    if baseline.accuracy_met:
+        return SearchResult("precision", {KEEP_FLOAT: []}, "the run meets its budget as it is")
+    affordable = runner.spent + 2 * len(ops) + 2 <= runner.max_trials
+    table = sensitivities(runner, ops) if sensitivity and affordable else []
+    extra = write_sensitivity_files(out_dir, table, budget_db) if table else {}
+    if sensitivity and not affordable:
+        extra["sensitivity_skipped"] = (
+            f"{2 * len(ops)} trials for {len(ops)} ops would exceed search.max_trials="
+            f"{runner.max_trials}; ranked by the baseline's local SNR instead"
+        )
+
+    def passes(names: list[str]) -> bool:
+        return runner.run([keep_float(names)])[0].accuracy_met is True
+
+    chosen = smallest_passing_set(_ranked(ops, table, local_snr_by_op(baseline.job_dir)), passes)
+    if chosen is None:
+        return SearchResult(
+            "precision",
+            None,
+            "even with every delegated op kept float the run misses its budget: the loss is "
+            "outside the delegate (inputs, or ops it does not take)",
+            extra=extra,
+        )
+    proof = runner.run([[*keep_float(chosen), "cache=false"]], reuse=False)[0]
+    message = f"keep {len(chosen)} of {len(ops)} delegated op(s) float"
+    return SearchResult(
+        "precision", {KEEP_FLOAT: sorted(chosen)}, message, True, verified_record(proof), extra
+    )

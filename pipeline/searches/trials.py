@@ -1,0 +1,138 @@
+"""Run a search's trials as sweep jobs: a batch at a time, bounded, recorded for resuming.
+
+Each trial is a pipeline job with the search's base overrides plus its own; its job dir is
+`<sweep dir>/trial-NNN`. Outcomes go to a ledger under the stage cache keyed by the search's
+command, so running the same command again after an interruption skips trials already done;
+the stage cache makes every trial re-run only the stages its overrides change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.searches.outcomes import TrialOutcome, read_outcome
+from stages.safe_io.atomic_write import write_text_atomic
+
+
+class TrialBudgetSpent(Exception):
+    """`search.max_trials` trials ran; the search ends with what it found so far."""
+
+
+def overrides_key(overrides: Sequence[str]) -> str:
+    return "\n".join(sorted(overrides))
+
+
+def list_override(key: str, names: Sequence[str]) -> str:
+    """`backend.keep_float=[a,b]` (names in the order given)."""
+    return f"{key}=[{','.join(names)}]"
+
+
+@dataclass
+class TrialRunner:
+    """Launches trials and remembers their outcomes (this run's and a resumed run's)."""
+
+    launcher: Any
+    base: list[str]
+    sweep_dir: Path
+    ledger: Path | None
+    max_trials: int
+    validate: Callable[[Sequence[Sequence[str]]], None] | None = None
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+    known: dict[str, TrialOutcome] = field(default_factory=dict)
+    launched: int = 0
+
+    def load_ledger(self) -> int:
+        """Outcomes a previous run of this search recorded; how many."""
+        if self.ledger is None or not self.ledger.is_file():
+            return 0
+        for data in json.loads(self.ledger.read_text()).get("trials", []):
+            outcome = TrialOutcome.from_record(data)
+            if not Path(outcome.job_dir).is_dir():
+                continue  # its files are gone (a search reads them): run it again
+            outcome.resumed = True
+            self.known.setdefault(overrides_key(outcome.overrides), outcome)
+        return len(self.known)
+
+    def _save_ledger(self) -> None:
+        if self.ledger is None:
+            return
+        self.ledger.parent.mkdir(parents=True, exist_ok=True)
+        trials = [o.record() for o in self.known.values()]
+        write_text_atomic(self.ledger, json.dumps({"trials": trials}, indent=1))
+
+    @property
+    def spent(self) -> int:
+        return len(self.outcomes)
+
+    def run(self, batch: Sequence[Sequence[str]], reuse: bool = True) -> list[TrialOutcome]:
+        """Outcomes of `batch` (each a list of overrides), known ones without running them."""
+        results: dict[int, TrialOutcome] = {}
+        pending: list[tuple[int, list[str]]] = []
+        for index, overrides in enumerate(batch):
+            known = self.known.get(overrides_key(overrides)) if reuse else None
+            if known is not None:
+                results[index] = known
+            else:
+                pending.append((index, list(overrides)))
+        if self.spent + len(pending) > self.max_trials:
+            raise TrialBudgetSpent(f"search.max_trials={self.max_trials} trials ran")
+        if pending:
+            for index, outcome in zip(
+                [i for i, _ in pending], self._launch([o for _, o in pending]), strict=True
+            ):
+                results[index] = outcome
+        return [results[i] for i in range(len(batch))]
+
+    def next_job_dir(self) -> Path:
+        """Where the next trial launched runs (a reduce search writes its program there)."""
+        return self.sweep_dir / f"trial-{self.launched + 1:03d}"
+
+    def _launch(self, batch: list[list[str]]) -> list[TrialOutcome]:
+        numbers = [self.launched + i + 1 for i in range(len(batch))]
+        self.launched += len(batch)
+        jobs = [
+            [*self.base, *overrides, f"hydra.sweep.subdir=trial-{n:03d}"]
+            for n, overrides in zip(numbers, batch, strict=True)
+        ]
+        if self.validate is not None:
+            self.validate(jobs)
+        self.launcher.launch(jobs, initial_job_idx=numbers[0] - 1)
+        found = []
+        for number, overrides in zip(numbers, batch, strict=True):
+            outcome = read_outcome(number, overrides, self.sweep_dir / f"trial-{number:03d}")
+            self.outcomes.append(outcome)
+            self.known[overrides_key(overrides)] = outcome
+            found.append(outcome)
+            print(f"search: {progress_line(outcome, self.max_trials)}", flush=True)
+        self._save_ledger()
+        return found
+
+
+_SHOWN = 160  # characters of a trial's overrides a progress line shows
+
+
+def progress_line(outcome: TrialOutcome, max_trials: int) -> str:
+    """'trial 3/40 [backend.keep_float=[linear_1]]: verdict pass, min SNR 4.6 dB, budget missed'."""
+    what = " ".join(outcome.overrides) or "no overrides"
+    if len(what) > _SHOWN:  # a long list: its length and its start (search.json has it all)
+        names = what.count(",") + 1
+        what = f"{what[: _SHOWN - 30]}... ({names} names)"
+    if outcome.failed:
+        return f"trial {outcome.number}/{max_trials} [{what}]: job failed: {outcome.error[:200]}"
+    snr = f"{outcome.min_snr_db:.4g} dB" if outcome.min_snr_db is not None else "n/a"
+    budget = {True: "budget met", False: "budget missed", None: "budget not judged"}
+    return (
+        f"trial {outcome.number}/{max_trials} [{what}]: verdict {outcome.verdict}, "
+        f"min output SNR {snr}, {budget[outcome.accuracy_met]}"
+    )
+
+
+def ledger_path(cache_dir: Path, kind: str, base: Sequence[str]) -> Path:
+    """Where the outcomes of this search's trials are kept (one file per kind and command)."""
+    digest = hashlib.sha256(f"{kind}\n{overrides_key(base)}".encode()).hexdigest()[:20]
+    return cache_dir / "searches" / f"{kind}-{digest}.json"

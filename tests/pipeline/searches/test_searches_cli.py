@@ -1,0 +1,91 @@
+"""The three searches through the real CLI (issue 36.3): `-m search=...` selects our sweeper,
+trials are child MLflow runs under one parent, search.json holds the result, the proving
+re-run, and for reduce the repro program and command; the same command again resumes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.helpers.cli_runner import run_module
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+OUTLIER = ["model=outlier_mlp", "backend=xnnpack", "backend.precision=int8"]
+FAULTY_MLP = ["model=mlp", "backend=xnnpack", "backend.fault.node=linear_1", "tracking=none"]
+
+
+def _search(tmp_path: Path, name: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+    sweep = tmp_path / name
+    result = run_module(
+        "pipeline",
+        "-m",
+        *args,
+        f"hydra.sweep.dir={sweep}",
+        f"cache_dir={tmp_path / 'cache'}",
+        cwd=tmp_path,
+        timeout=900,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    return result, json.loads((sweep / "search.json").read_text())
+
+
+def test_precision_search_finds_the_two_ops_and_logs_trials_under_one_parent(
+    tmp_path: Path,
+) -> None:
+    result, found = _search(tmp_path, "p1", "search=precision", *OUTLIER)
+    assert found["kind"] == "precision"
+    assert found["result"] == {"backend.keep_float": ["linear_1", "linear_2"]}
+    assert found["verified"]["accuracy_met"] is True and found["verified"]["verdict"] == "pass"
+    assert found["trials"] <= 20 and found["complete"] is True
+    table = {row["op"]: row for row in found["sensitivity"]}
+    assert set(table) == {"linear", "relu", "linear_1", "linear_2"}
+    assert table["linear_2"]["snr_only_low_db"] < 20 < table["relu"]["snr_only_low_db"]
+    for path in found["sensitivity_files"].values():
+        assert Path(path).is_file()
+    overlay = json.loads(Path(found["sensitivity_files"]["overlay"]).read_text())
+    shortfall = {op: r["value"] for op, r in overlay["graph"]["results"].items()}
+    assert shortfall["relu"] == 0.0 < shortfall["linear_1"] and shortfall["linear_2"] > 10
+    # Trials reuse the stage cache: only the baseline exports.
+    trial_log = (tmp_path / "p1" / "trial-002" / "delegate-debugger.log").read_text()
+    assert "[export] reused" in trial_log
+    assert "result (paste): 'backend.keep_float=[linear_1,linear_2]'" in result.stdout
+    client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("delegate-debugger").experiment_id])
+    parents = [r for r in runs if r.data.tags.get("sweep") == "parent"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(children) == found["trials"]
+    artifacts = [a.path for a in client.list_artifacts(parents[0].info.run_id, "search")]
+    assert "search/search.json" in artifacts
+
+
+def test_delegation_search_names_the_faulted_kernel_and_resumes(tmp_path: Path) -> None:
+    _, found = _search(tmp_path, "d", "search=delegation", *FAULTY_MLP)
+    assert found["result"] == {"backend.keep_off": ["linear_1"]}
+    assert found["verified"]["verdict"] == "pass"
+    # The same command again: every trial's outcome is reused but the proving re-run's.
+    again, second = _search(tmp_path, "d2", "search=delegation", *FAULTY_MLP)
+    assert second["result"] == found["result"] and second["trials"] == 1
+    assert second["trials_resumed"] == found["trials"] - 1
+    assert "search: resuming" in again.stdout
+
+
+def test_reduce_writes_a_program_and_a_command_that_fails_the_same_way(tmp_path: Path) -> None:
+    _, found = _search(tmp_path, "r", "search=reduce", *FAULTY_MLP)
+    assert found["ops"] <= 3 and Path(found["program"]).is_file()
+    assert found["verified"]["verdict"] == "fail" and found["same_first_divergence_type"]
+    command = shlex.split(found["command"])
+    assert "stages=[lower,run,analyze]" in command
+    assert command[:3] == ["python", "-m", "pipeline"]
+    replay = run_module(
+        "pipeline", *command[3:], "tracking=none", f"cache_dir={tmp_path / 'c2'}", cwd=tmp_path
+    )
+    assert replay.returncode == 3, replay.stderr[-3000:]
+    summary = json.loads((Path(found["program"]).parent / "summary.json").read_text())
+    assert summary["first_divergence"]["op_types"] == found["first_divergence_op_types"]

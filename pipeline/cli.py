@@ -31,10 +31,11 @@ from pipeline.config.front_door import (  # noqa: E402
 )
 from pipeline.config.location import CONFIG_NAME, config_dir  # noqa: E402
 from pipeline.config.schema import register_configs  # noqa: E402
-from pipeline.errors import PipelineError, RunInterruptedError  # noqa: E402
+from pipeline.errors import PipelineError, RunInterruptedError, StageFailedError  # noqa: E402
 from pipeline.hydra_run import run_from_hydra  # noqa: E402
 from pipeline.log_files import log_traceback_to_files  # noqa: E402
 from pipeline.process_exit import exit_process  # noqa: E402
+from pipeline.refused_runs import remove_untouched_run_dir  # noqa: E402
 from pipeline.sweeps.job_failures import (  # noqa: E402
     FailedJob,
     FailedVerdict,
@@ -46,7 +47,7 @@ from pipeline.sweeps.job_failures import (  # noqa: E402
 from pipeline.verdict_exit import (  # noqa: E402
     ACCURACY_MISSED_EXIT_CODE,
     VERDICT_FAILED_EXIT_CODE,
-    failed_verdict,
+    gated_verdict,
     missed_accuracy,
 )
 
@@ -75,6 +76,9 @@ def run_job(cfg: DictConfig) -> None:
             message = f"{type(exc).__name__}: {exc}{where}"
         print(f"error: {message}", file=sys.stderr)
         hydra_cfg = HydraConfig.get()
+        if isinstance(exc, PipelineError) and not isinstance(exc, StageFailedError):
+            # Refused before any stage: the run dir Hydra made holds nothing of a run.
+            remove_untouched_run_dir(Path(hydra_cfg.runtime.output_dir))
         if hydra_cfg.mode == RunMode.MULTIRUN:
             # One failed job must not abort the sweep: its marker (and child run, if tracked)
             # lets the sweep callback report it and exit non-zero when all jobs are done.
@@ -86,25 +90,28 @@ def run_job(cfg: DictConfig) -> None:
 
 
 def _gate_on_verdict(cfg: DictConfig, result: Any) -> None:
-    """A FAIL verdict exits 3 (a sweep job leaves a marker; the sweep exits 3 at its end)."""
-    failure = failed_verdict(cfg, result)
-    if failure is None:
+    """A FAIL verdict exits 3, map errors 4, a missed accuracy budget 5 (a sweep job leaves a
+    marker; the sweep exits at its end)."""
+    gated = gated_verdict(cfg, result)
+    if gated is None:
         _gate_on_accuracy(cfg, result)
         return
+    failure, code = gated
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         verdict = FailedVerdict(
-            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), failure
+            str(cfg.model.name), str(cfg.backend.name), str(cfg.backend.precision), failure, code
         )
         record_failed_verdict(Path(hydra_cfg.runtime.output_dir), verdict)
         return
-    print(
-        f"verdict: FAIL ({failure}); exit code {VERDICT_FAILED_EXIT_CODE} "
-        "(analyze.fail_exit_code=false exits 0)",
-        file=sys.stderr,
-        flush=True,
+    label = "FAIL" if code == VERDICT_FAILED_EXIT_CODE else "MAP_ERRORS"
+    keep = (
+        "analyze.fail_exit_code=false exits 0"
+        if code == VERDICT_FAILED_EXIT_CODE
+        else "analyze.map_errors=warn lets the numbers decide"
     )
-    sys.exit(VERDICT_FAILED_EXIT_CODE)
+    print(f"verdict: {label} ({failure}); exit code {code} ({keep})", file=sys.stderr, flush=True)
+    sys.exit(code)
 
 
 def _gate_on_accuracy(cfg: DictConfig, result: Any) -> None:

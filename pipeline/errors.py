@@ -1,6 +1,14 @@
 """Named errors of the pipeline runner, each with a message that says what to do next."""
 
+import shlex
 from pathlib import Path
+
+
+def without_option(command: str, option: str) -> str:
+    """The shell command with every override of `option` (`opt=…`, `+opt=…`, `++opt=…`) left out."""
+    words = shlex.split(command)
+    kept = [w for w in words if not w.lstrip("+").startswith(f"{option}=")]
+    return shlex.join(kept)
 
 
 class PipelineError(Exception):
@@ -25,8 +33,15 @@ class StageFailedError(PipelineError):
         self.cause = cause
         self.resume_command = resume_command
         traceback_note = f" (full traceback in {log_file})" if log_file is not None else ""
+        option = getattr(cause, "failed_option", None)
         if getattr(cause, "fix_the_command", False):  # repeating the command repeats the mistake
             advice = "Fix the option named above and run the command again."
+        elif option:  # resuming with the wrong option fails again: offer it without that option
+            self.resume_command = without_option(resume_command, option)
+            advice = (
+                f"Resume without {option} (finished stages are reused), adding it back with a "
+                f"value that fits:\n  {self.resume_command}"
+            )
         else:
             advice = f"Fix the cause, then resume (finished stages are reused):\n  {resume_command}"
         super().__init__(

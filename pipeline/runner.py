@@ -38,6 +38,7 @@ from pipeline.tracking.deferred import DeferredTracker
 from pipeline.tracking.dependency_logs import keep_dependency_noise_in_log_files
 from pipeline.tracking.factory import PARENT_RUN_ENV, make_tracker, resolve_tracking_uri
 from pipeline.tracking.mlflow_tracker import Tracker, git_commit
+from pipeline.tracking.ui_links import view_hint
 from pipeline.tracking.unchanged_runs import (
     invocation_key,
     remember_tracking_run,
@@ -309,7 +310,7 @@ def _finish_tracking(
             result.tracking_run_id = earlier
             result.tracking = (
                 f"unchanged: MLflow run {earlier} in {uri} holds these results (same config, "
-                "every stage reused; tracking.log_unchanged=true logs a new run)"
+                "every stage reused; tracking.log_unchanged=true logs a new run); " + view_hint(uri)
             )
             return
     _end_tracking(tracker, result.run_dir, result, failed=False)

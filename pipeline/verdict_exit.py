@@ -3,7 +3,8 @@
 Exit codes of `python -m pipeline`: 0 done (verdict pass or not evaluated, or
 `analyze.fail_exit_code=false`); 1 a stage or a sweep job failed; 2 a usage error (Hydra);
 3 the analysis ran and its verdict is FAIL (in a sweep: some job's verdict, no job failed);
-4 a map error (branch `author`); 5 the verdict passed but an output missed
+4 the numbers passed but the delegate map check has errors (verdict `map_errors`; in a sweep:
+no job failed and no verdict is FAIL); 5 the verdict passed but an output missed
 `analyze.accuracy_budget` (in a sweep: some job's, no job failed and no verdict FAIL;
 `analyze.accuracy_exit_code=false` exits 0); 130 interrupted.
 """
@@ -20,7 +21,9 @@ from pipeline.outcomes import PipelineResult
 from stages.formats.artifacts import ArtifactName
 
 VERDICT_FAILED_EXIT_CODE = 3
+MAP_ERRORS_EXIT_CODE = 4
 ACCURACY_MISSED_EXIT_CODE = 5
+MAP_ERRORS = "map_errors"  # summary.json's verdict (stages/analyze/compare/map_gate.py)
 
 
 def _summary_path(result: PipelineResult) -> Path | None:
@@ -35,17 +38,28 @@ def _summary_path(result: PipelineResult) -> Path | None:
 def failed_verdict(cfg: DictConfig, result: PipelineResult) -> str | None:
     """What failed (the verdict's reason and first divergence) when the analysis failed and
     `analyze.fail_exit_code` is on; None otherwise."""
+    gated = gated_verdict(cfg, result)
+    return gated[0] if gated is not None and gated[1] == VERDICT_FAILED_EXIT_CODE else None
+
+
+def gated_verdict(cfg: DictConfig, result: PipelineResult) -> tuple[str, int] | None:
+    """(what failed, exit code) for a FAIL (3) or `map_errors` (4) verdict when
+    `analyze.fail_exit_code` is on; None otherwise."""
     if not bool(OmegaConf.select(cfg, "analyze.fail_exit_code", default=True)):
         return None
     path = _summary_path(result)
     if path is None or not path.is_file():
         return None
     summary = json.loads(path.read_text())
+    if summary.get("verdict") == MAP_ERRORS:
+        return str(summary.get("verdict_reason", "")), MAP_ERRORS_EXIT_CODE
     if summary.get("verdict") != "fail":
         return None
     first = summary.get("first_divergence") or {}
     where = f"first divergence {'+'.join(first['op_names'])}" if first.get("op_names") else ""
-    return "; ".join(p for p in (str(summary.get("verdict_reason", "")), where) if p)
+    return "; ".join(p for p in (str(summary.get("verdict_reason", "")), where) if p), (
+        VERDICT_FAILED_EXIT_CODE
+    )
 
 
 def missed_accuracy(cfg: DictConfig, result: PipelineResult) -> str | None:

@@ -35,3 +35,5 @@ class MapFindingKind(StrEnum):
     shared_handles = "shared_handles"
     unmapped_identifier = "unmapped_identifier"
     no_intermediate_outputs = "no_intermediate_outputs"
+    clock_mismatch = "clock_mismatch"
+    shape_mismatch = "shape_mismatch"

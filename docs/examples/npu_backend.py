@@ -9,6 +9,12 @@ identifiers built with `DelegateMappingBuilder`, processed bytes that the runtim
 kernels from (nothing else is shared between `preprocess` and `init`), real-time delegate events
 with metadata bytes, delegate intermediate outputs, and `backend.fault.*` support.
 Everything it imports from the tool comes from `stages.backends.api`.
+
+`backend.compile_specs.bug=NAME` switches on one bug an author meets, to see what the tool says
+of it (docs/delegate_authors.md, "Checking your backend"): `map_first_op_only` (a fused kernel
+maps only its first op), `log_shifted` (kernel k's output logged under kernel k+1's
+identifier), `clock_us` (post-time stamps in µs while `ticks_per_ms` says ns) and `no_outputs`
+(no intermediate outputs: a partition blamed as a whole).
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ FUSABLE = ("aten.linear.default", "aten.addmm.default")  # ... followed by a rel
 RELU = "aten.relu.default"
 # Metadata bytes on every event: ops in the kernel, elements written (parse_delegate_metadata).
 _METADATA = struct.Struct("<II")
+BUGS = ("map_first_op_only", "log_shifted", "clock_us", "no_outputs")
+ELEMENTS_PER_US = 64  # the emulated cost model of `clock_us`: a kernel's time from its size
 
 
 @dataclass
@@ -74,6 +82,7 @@ class _Loaded:
     inputs: list[int]
     outputs: list[int]
     constants: list[tuple[int, torch.Tensor]]
+    bug: str = ""
 
 
 def _is_float(node: torch.fx.Node) -> bool:
@@ -122,6 +131,7 @@ class NpuBackend(BackendDetails):
     def preprocess(
         self, partition: PartitionGraph, compile_specs: dict[str, Any]
     ) -> PreprocessResult:
+        bug = _bug(compile_specs)
         slots: dict[str, int] = {}
         for node in partition.inputs:
             slots[node.name] = len(slots)
@@ -143,7 +153,8 @@ class NpuBackend(BackendDetails):
             label = "+".join(str(n.target).split(".")[1] for n in nodes)
             identifier = f"npu/p{partition.partition_id}/k{index}:{label}"  # a string identifier
             # Every op of a fused kernel is mapped: the analysis ties the kernel to all of them.
-            builder.insert_delegate_mapping_entry(nodes=nodes, identifier=identifier)
+            mapped = nodes[:1] if bug == "map_first_op_only" else nodes
+            builder.insert_delegate_mapping_entry(nodes=mapped, identifier=identifier)
             fault = self.fault_for(nodes)  # the fault if this kernel holds its target, else None
             ops = [
                 {
@@ -169,6 +180,7 @@ class NpuBackend(BackendDetails):
             "inputs": [slots[n.name] for n in partition.inputs],
             "outputs": [slots[n.name] for n in partition.outputs],
             "constants": {str(slots[k]): v.contiguous() for k, v in partition.constants.items()},
+            "bug": bug,
         }
         buffer = io.BytesIO()
         torch.save(blob, buffer)
@@ -182,7 +194,9 @@ class NpuBackend(BackendDetails):
             raise BackendError(f"npu: processed bytes cannot be read ({exc})") from exc
         kernels = [_Kernel(**k) for k in blob["kernels"]]
         constants = [(int(k), v) for k, v in blob["constants"].items()]
-        return _Loaded(kernels, blob["num_values"], blob["inputs"], blob["outputs"], constants)
+        return _Loaded(
+            kernels, blob["num_values"], blob["inputs"], blob["outputs"], constants, blob["bug"]
+        )
 
     def execute(
         self, handle: _Loaded, inputs: list[torch.Tensor], tracer: EventTracerProtocol | None
@@ -196,19 +210,33 @@ class NpuBackend(BackendDetails):
             tracer is not None
             and tracer.debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
         )
-        for kernel in handle.kernels:
+        clock = 0  # `clock_us`: the emulated NPU's own µs counter, from its cost model
+        for position, kernel in enumerate(handle.kernels):
             # Real-time event: the tracer reads its own clock at start and end.
+            real_time = tracer is not None and handle.bug != "clock_us"
             entry = (
-                tracer.start_profiling_delegate(kernel.name, kernel.identifier) if tracer else None
+                tracer.start_profiling_delegate(kernel.name, kernel.identifier)
+                if real_time
+                else None
             )
             _run_kernel(kernel, values)
-            if tracer is not None:
-                output = values[kernel.output]
-                tracer.end_profiling_delegate(
-                    entry, _METADATA.pack(len(kernel.ops), int(output.numel()))
+            if tracer is None:
+                continue
+            output = values[kernel.output]
+            metadata = _METADATA.pack(len(kernel.ops), int(output.numel()))
+            if real_time:
+                tracer.end_profiling_delegate(entry, metadata)
+            else:  # post time, stamped in µs: wrong while ticks_per_ms says ns (the bug)
+                cost = 1 + int(output.numel()) // ELEMENTS_PER_US
+                tracer.log_profiling_delegate(
+                    kernel.name, kernel.identifier, clock, clock + cost, metadata
                 )
-                if capture:  # what the kernel computed, under the identifier the map resolves
-                    tracer.log_intermediate_output_delegate(None, kernel.identifier, output)
+                clock += cost
+            if capture and handle.bug != "no_outputs":
+                # What the kernel computed, under the identifier the map resolves.
+                ident = _logged_identifier(handle, position)
+                if ident is not None:
+                    tracer.log_intermediate_output_delegate(None, ident, output)
         return [values[slot] for slot in handle.outputs]
 
     @staticmethod
@@ -217,6 +245,22 @@ class NpuBackend(BackendDetails):
             return {"raw": metadata.hex()} if metadata else {}
         ops, elements = _METADATA.unpack(metadata)
         return {"ops": ops, "elements": elements}
+
+
+def _bug(compile_specs: dict[str, Any]) -> str:
+    """`backend.compile_specs.bug`, checked: one of BUGS, or '' for none."""
+    bug = str(compile_specs.get("bug") or "")
+    if bug and bug not in BUGS:
+        raise BackendError(f"npu: backend.compile_specs.bug={bug!r}: give one of {list(BUGS)}")
+    return bug
+
+
+def _logged_identifier(handle: _Loaded, position: int) -> DelegateIdentifier | None:
+    """The identifier kernel `position` logs its output under (`log_shifted`: the next one's)."""
+    if handle.bug != "log_shifted":
+        return handle.kernels[position].identifier
+    following = position + 1
+    return handle.kernels[following].identifier if following < len(handle.kernels) else None
 
 
 def _decode(arg: Any, values: list[Any]) -> Any:

@@ -113,10 +113,14 @@ def _model_schema() -> Any:
     return node
 
 
+from pipeline.config.model_name import register_factory_name_resolver  # noqa: E402
+
+
 def register_configs() -> None:
     """Register the top-level schema, one schema per config group, and the resolver that
     names the backend after its class."""
     register_backend_name_resolver()
+    register_factory_name_resolver()
     cs = ConfigStore.instance()
     cs.store(name="pipeline_schema", node=PipelineConfig)
     cs.store(group="model", name="model_schema", node=_model_schema())

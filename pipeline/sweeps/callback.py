@@ -122,7 +122,10 @@ class SweepTracking(Callback):
         # Markers count failures under every tracking setting; failed child runs add jobs that
         # died without writing one.
         failed = [f"{job.model}/{job.backend}" for job in failed_jobs(sweep_dir)]
-        verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in failed_verdicts(sweep_dir)]
+        marked = failed_verdicts(sweep_dir)
+        verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in marked]
+        # A FAIL anywhere exits 3; only map errors (every verdict numeric pass) exit 4.
+        code = min((v.exit_code for v in marked), default=VERDICT_FAILED_EXIT_CODE)
         if self.client is not None and self.parent_id is not None:
             self._upload_offline_jobs(sweep_dir)
             failed_runs = self._finish_parent(self.parent_id, sweep_dir, bool(failed), verdicts)
@@ -135,7 +138,7 @@ class SweepTracking(Callback):
             exit_for_search(sweep_dir)
             return
         missed = [f"{m.model}/{m.backend}/{m.precision}" for m in missed_accuracies(sweep_dir)]
-        _exit_on_failures(failed, verdicts, missed)
+        _exit_on_failures(failed, verdicts, missed, code)
 
     def _log_search(self, sweep_dir: Path) -> None:
         """search.json and a precision search's sensitivity files on the parent run."""
@@ -211,9 +214,15 @@ class SweepTracking(Callback):
         return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
 
 
-def _exit_on_failures(failed: list[str], verdicts: list[str], missed: list[str]) -> None:
-    """Exit 1 when a job failed (naming failed verdicts too), else 3 when a verdict failed,
-    else 5 when a job missed its accuracy budget."""
+def _exit_on_failures(
+    failed: list[str],
+    verdicts: list[str],
+    missed: list[str],
+    code: int = VERDICT_FAILED_EXIT_CODE,
+) -> None:
+    """Exit 1 when a job failed (naming failed verdicts too), else 3 when a verdict failed
+    (`code` 4 when every failed verdict is map errors), else 5 when a job missed its accuracy
+    budget."""
     note = f"; {len(verdicts)} verdict(s) FAIL: {', '.join(verdicts)}" if verdicts else ""
     if failed:
         raise SweepFailedError(
@@ -221,12 +230,13 @@ def _exit_on_failures(failed: list[str], verdicts: list[str], missed: list[str])
         )
     if verdicts:
         print(
-            f"verdict: {len(verdicts)} sweep job(s) FAIL their verdict: {', '.join(verdicts)}; "
-            f"exit code {VERDICT_FAILED_EXIT_CODE} (analyze.fail_exit_code=false exits 0)",
+            f"verdict: {len(verdicts)} sweep job(s) "
+            f"{'FAIL their verdict' if code == VERDICT_FAILED_EXIT_CODE else 'have map errors'}"
+            f": {', '.join(verdicts)}; exit code {code} (analyze.fail_exit_code=false exits 0)",
             file=sys.stderr,
             flush=True,
         )
-        raise SweepVerdictFailedError(VERDICT_FAILED_EXIT_CODE)
+        raise SweepVerdictFailedError(code)
     if missed:
         print(
             f"accuracy: {len(missed)} sweep job(s) missed analyze.accuracy_budget: "

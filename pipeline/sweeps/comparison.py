@@ -18,6 +18,7 @@ from pipeline.sweeps.op_alignment import (
     read_op_gaps,
     read_timed_ops,
 )
+from pipeline.sweeps.op_table import format_op_rows
 from pipeline.sweeps.run_sources import RunSource, mlflow_sources, runtime_kind
 
 
@@ -87,7 +88,8 @@ def _run_row(source: RunSource) -> RunRow:
         precision=tags.get("precision", ""),
         runtime=runtime_kind(backend, summary),
         status=source.status,
-        verdict="" if verdict is None else ("pass" if verdict == 1.0 else "fail"),
+        verdict=str(summary.get("verdict") or "")
+        or ("" if verdict is None else ("pass" if verdict == 1.0 else "fail")),
         latency_p50_ms=metrics.get("latency_p50_ms"),
         latency_p90_ms=metrics.get("latency_p90_ms"),
         max_gap=metrics.get("max_gap"),
@@ -191,6 +193,7 @@ def compare_sources(sources: Sequence[RunSource], out_dir: Path) -> Comparison:
     _write_csv(runs_path, [dataclasses.asdict(r) for r in rows], RUN_COLUMNS)
     plot = _plot(out_dir / "latency_vs_gap.svg", rows)
     per_op = []
+    op_tables = []
     for model in sorted({r.model for r in rows}):
         ops = per_op_rows(sources, rows, model)
         if ops and sum(1 for r in rows if r.model == model) > 1:
@@ -198,7 +201,9 @@ def compare_sources(sources: Sequence[RunSource], out_dir: Path) -> Comparison:
             path = out_dir / f"comparison_ops_{model}.csv"
             _write_csv(path, [op.record(runtimes) for op in ops])
             per_op.append(path)
+            op_tables.append(f"{format_op_rows(model, ops)}\n(all rows: {path})")
     text = format_table(rows) if rows else "(no runs)"
+    text += "".join(f"\n{table}" for table in op_tables)
     kinds = sorted({r.runtime for r in rows})
     if len(kinds) > 1:
         text += (

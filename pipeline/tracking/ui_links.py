@@ -19,3 +19,10 @@ def runs_page_url(base: str, experiment_id: str, run_id: str | None = None) -> s
     if run_id is not None:
         page += f"/{run_id}"
     return f"{page}?{RUNS_VIEW}"
+
+
+def view_hint(uri: str) -> str:
+    """How to look at a tracking store: its UI when it is a server, else the `mlflow ui` line."""
+    if uri.startswith(("http://", "https://")):
+        return f"view at {uri}"
+    return f"view with: mlflow ui --backend-store-uri {uri}, then open {LOCAL_UI}"

@@ -42,6 +42,15 @@ class VerdictRule(StrEnum):
     threshold = "threshold"
 
 
+class MapErrors(StrEnum):
+    """What delegate map errors do to the verdict (`analyze.map_errors`)."""
+
+    # A run whose map check has errors cannot pass: verdict `map_errors`, exit code 4.
+    gate = "gate"
+    # Findings are reported and the verdict is left alone (the earlier behaviour).
+    warn = "warn"
+
+
 @dataclass
 class AccuracyBudgetConfig:
     """End-to-end accuracy every model output must reach (`analyze.accuracy_budget.*`).
@@ -100,6 +109,8 @@ class AnalyzeConfig:
     )
     # A FAIL verdict ends the command with exit code 3 (pipeline.exit_codes); false: exit 0.
     fail_exit_code: bool = True
+    # gate: a run whose delegate map check has errors ends as `map_errors` (exit 4), not PASS.
+    map_errors: MapErrors = MapErrors.gate
     # End-to-end accuracy of every output against this budget (summary.json `accuracy`).
     accuracy_budget: AccuracyBudgetConfig = field(default_factory=AccuracyBudgetConfig)
     # A run whose verdict passes but misses the accuracy budget exits 5; false: exit 0.

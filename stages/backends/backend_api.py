@@ -69,6 +69,9 @@ class BackendDetails(ABC):
     name: ClassVar[str]
     # Time unit of the timestamps this backend logs post-time: ticks per millisecond.
     ticks_per_ms: ClassVar[float] = 1e6
+    # True when kernel timestamps come from a cost model rather than the clock of the device that
+    # ran the delegate call: the analysis then skips the clock check (clock_mismatch).
+    timed_by_cost_model: ClassVar[bool] = False
     # True when preprocess applies `backend.fault.*` (through `fault_for`); a fault asked of a
     # backend that leaves this False is refused before any stage runs.
     applies_faults: ClassVar[bool] = False

@@ -23,6 +23,8 @@ SEVERITY: dict[MapFindingKind, str] = {
     MapFindingKind.shared_handles: WARNING,
     MapFindingKind.unmapped_identifier: ERROR,
     MapFindingKind.no_intermediate_outputs: WARNING,
+    MapFindingKind.clock_mismatch: ERROR,
+    MapFindingKind.shape_mismatch: ERROR,
 }
 # Where the findings live: lowering.json (and the ETRecord's lowering info), summary.json.
 MAP_CHECK_KEY = "delegate_map_check"
@@ -46,6 +48,8 @@ class MapFinding:
     stage: str = "lower"  # "lower" (map against nodes) or "analyze" (map against the ETDump)
     # Identifiers whose logged outputs the analysis must not compare (they may stand for other ops).
     not_comparable: tuple[DelegateIdentifier, ...] = field(default=())
+    # The figures behind a runtime-evidence finding (clock ratio, logged and expected shapes).
+    numbers: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def severity(self) -> str:
@@ -64,6 +68,7 @@ class MapFinding:
             "ops": list(self.ops),
             "not_comparable": list(self.not_comparable),
             "message": self.message,
+            **({"numbers": dict(self.numbers)} if self.numbers else {}),
         }
 
     def line(self) -> str:
@@ -85,6 +90,7 @@ class MapFinding:
                 message=str(record.get("message", "")),
                 stage=str(record.get("stage", "lower")),
                 not_comparable=tuple(_identifiers(record.get("not_comparable", []))),
+                numbers=dict(record.get("numbers", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise MapFindingError(

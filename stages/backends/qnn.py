@@ -54,6 +54,7 @@ class QnnBackend(KernelDelegate):
     supported_ops = frozenset(NPU_STYLE_OPS)
     generated_identifiers = False
     ticks_per_ms: ClassVar[float] = 1.4e6
+    timed_by_cost_model: ClassVar[bool] = True  # emulated cycles, not the host's clock
 
     def __init__(self, precision: str = "fp16", fault: dict[str, Any] | None = None) -> None:
         super().__init__(precision, fault)

@@ -73,8 +73,10 @@ def diagnose_inputs(model: nn.Module, sample: tuple[Any, ...]) -> str | None:
         fix = "set model.inputs to the shapes the model takes"
         if example is not None and len(sample) == 1:
             fix += f", e.g. 'model.inputs=[{{shape:{str(example).replace(' ', '')}}}]'"
+        # A bare layer is the model itself (its module path is ''): name it so.
+        layer = f"its layer '{name}'" if name else "the model itself"
         return (
-            f"model.inputs (shape {given}) does not fit the model: its layer '{name}' "
+            f"model.inputs (shape {given}) does not fit the model: {layer} "
             f"({type(module).__name__}) wants {shape}, got {got} "
             f"({type(exc).__name__}: {str(exc).strip().splitlines()[0][:160]});\n  {fix}"
         )

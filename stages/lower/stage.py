@@ -75,7 +75,12 @@ log = logging.getLogger(__name__)
 
 
 class LoweringError(Exception):
-    """The backend config cannot be applied to this program; the message names the option."""
+    """The backend config cannot be applied to this program; the message names the option
+    (`failed_option`, when one option is wrong: a resume command leaves it out)."""
+
+    def __init__(self, message: str, failed_option: str | None = None) -> None:
+        super().__init__(message)
+        self.failed_option = failed_option
 
 
 @dataclass(frozen=True)
@@ -93,18 +98,22 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     if not fault.node and fault.debug_handle is None:
         return None
     if fault.kind not in FAULT_KINDS:
-        raise LoweringError(f"backend.fault.kind={fault.kind!r}: choose one of {FAULT_KINDS}")
+        raise LoweringError(
+            f"backend.fault.kind={fault.kind!r}: choose one of {FAULT_KINDS}", "backend.fault.kind"
+        )
     nodes = list(iter_operator_nodes(program.graph_module))
     qualified = {n.qualified for n in operator_nodes(program.graph_module)}
     if fault.node and not any(n.name == fault.node for n in nodes) and fault.node not in qualified:
         names = ", ".join(n.name for n in nodes[:12])
         raise LoweringError(
-            f"backend.fault.node={fault.node!r} is not a node of the exported program (e.g. {names}, ...)"
+            f"backend.fault.node={fault.node!r} is not a node of the exported program (e.g. {names}, ...)",
+            "backend.fault.node",
         )
     handles = {n.meta[DEBUG_HANDLE_META] for n in nodes}
     if fault.debug_handle is not None and fault.debug_handle not in handles:
         raise LoweringError(
-            f"backend.fault.debug_handle={fault.debug_handle} does not exist (handles 1..{max(handles)})"
+            f"backend.fault.debug_handle={fault.debug_handle} does not exist (handles 1..{max(handles)})",
+            "backend.fault.debug_handle",
         )
     requested = {
         "node": fault.node,
@@ -116,7 +125,7 @@ def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[st
     try:
         resolved = resolve_fault_node(program.graph_module, requested)
     except AmbiguousFaultTargetError as exc:
-        raise LoweringError(str(exc)) from exc
+        raise LoweringError(str(exc), "backend.fault.node") from exc
     warnings = no_op_warnings(program.graph_module, resolved)
     for warning in warnings:
         log.warning("[lower] %s", warning)
@@ -320,6 +329,8 @@ def _save_program(
             "precision": backend.precision,
             "program_fingerprint": exported.sha256,
             "ticks_per_ms": parts.instance.ticks_per_ms,
+            "timed_by_cost_model": parts.instance.timed_by_cost_model,
+            "applies_faults": parts.instance.applies_faults,
         },
     )
     program_path = run_dir / ArtifactName.PROGRAM
@@ -364,6 +375,8 @@ def _lowering_report(
         "backend_target": backend._target_,
         "precision": backend.precision,
         "ticks_per_ms": parts.instance.ticks_per_ms,
+        "timed_by_cost_model": parts.instance.timed_by_cost_model,
+        "applies_faults": parts.instance.applies_faults,
         "program_fingerprint": program_fingerprint,
         "lowered_program_fingerprint": lowered_fingerprint,
         "fault_injected": fault,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.verdict_exit import VERDICT_FAILED_EXIT_CODE
+from pipeline.verdict_exit import MAP_ERRORS_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
 from tests.helpers.cli_runner import run_module
 
 MLP = ["model=mlp", "backend=xnnpack", "tracking=none"]
@@ -59,3 +59,26 @@ def test_a_sweep_counts_failed_verdicts_apart_and_exits_3(tmp_path: Path) -> Non
     assert result.returncode == VERDICT_FAILED_EXIT_CODE, output[-3000:]
     assert "2 jobs, 0 failed, 1 failed verdict(s)" in output
     assert "1 sweep job(s) FAIL their verdict: mlp/xnnpack/fp32" in result.stderr
+
+
+@pytest.mark.e2e
+def test_a_sweep_whose_only_failure_is_map_errors_exits_4(tmp_path: Path) -> None:
+    """The example backend mapping only its fused kernels' first op, beside a clean job."""
+    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "npu_backend.py"
+    result = run_module(
+        "pipeline",
+        "-m",
+        "model=mlp",
+        "tracking=none",
+        "runtime.iterations=2",
+        f"backend._target_={example}:NpuBackend",
+        "+backend.compile_specs.bug=map_first_op_only,no_outputs",
+        "hydra/launcher=basic",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"cache_dir={tmp_path / 'cache'}",
+        cwd=tmp_path,
+        timeout=600,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == MAP_ERRORS_EXIT_CODE == 4, output[-3000:]
+    assert "1 sweep job(s) have map errors: mlp/npu/fp32" in result.stderr

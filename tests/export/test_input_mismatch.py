@@ -68,3 +68,9 @@ def test_an_export_failure_that_is_not_about_inputs_keeps_its_own_message(tmp_pa
         )
     assert not isinstance(caught.value, ModelInputsError)
     assert "torch.cond" in str(caught.value)
+
+
+def test_a_bare_layer_is_named_as_the_model_itself() -> None:
+    found = diagnose_inputs(nn.Linear(8, 4), (torch.randn(1, 5),))
+    assert found is not None and "the model itself (Linear) wants" in found
+    assert "layer ''" not in found

@@ -141,3 +141,16 @@ def test_an_option_from_another_config_dir_is_left_to_hydra(tmp_path: Path) -> N
     )
     assert proc.returncode == 0, proc.stderr
     assert "name: mine" in proc.stdout
+
+
+def test_a_missing_model_file_is_refused_and_leaves_no_run_directory(tmp_path: Path) -> None:
+    out = _fail(
+        tmp_path,
+        "model=custom",
+        "model._target_=./missing.py:make",
+        "model.inputs=[{shape:[1,3]}]",
+        "tracking=none",
+    )
+    assert "model._target_=" in out and "no such file" in out and "resume" not in out
+    runs = tmp_path / "outputs" / "runs"
+    assert not runs.exists() or not any(runs.rglob(".hydra")), list(runs.rglob("*"))

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from stages.analyze.link.linking import Link, ProgramIndex, identifier_of, link_event
+from stages.analyze.link.partition_ops import BLAME_KEYS, partition_ops
+from stages.analyze.link.runtime_evidence import runtime_evidence
 from stages.analyze.load.unused_inputs import NUMERIC_GAP, NotEvaluated
 from stages.backends.delegate_map_findings import (
     ERROR,
@@ -44,6 +46,11 @@ class MapCheck:
     whole_partitions: frozenset[int] = frozenset()
     # (partition, identifier) that map handles outside their partition: compared on the rest.
     trimmed: frozenset[tuple[int, DelegateIdentifier]] = frozenset()
+
+    def explains_divergence(self) -> bool:
+        """Whether an error finding may explain outputs that differ (so the inputs are not
+        suspected first)."""
+        return any(f.severity == ERROR for f in self.findings)
 
     def records(self) -> list[dict[str, Any]]:
         return [f.record() for f in self.findings]
@@ -195,7 +202,8 @@ def _whole(
 
 
 def check_runtime_maps(dump: ETDumpData, index: ProgramIndex, record: ETRecord | None) -> MapCheck:
-    """The lower stage's findings plus what the ETDump shows, and their effect on comparison."""
+    """The lower stage's findings plus what the ETDump shows (identifiers, logged outputs' shapes,
+    the kernels' clock), and their effect on comparison."""
     lowered = recorded_findings(record)
     seen: dict[tuple[int, DelegateIdentifier], bool] = {}
     for iid, ident, output in _identifier_events(dump):
@@ -205,6 +213,7 @@ def check_runtime_maps(dump: ETDumpData, index: ProgramIndex, record: ETRecord |
     }
     executed = _executed_in_capture(dump, index)
     runtime = _unmapped(index, seen, uncovered) + _silent(index, executed, seen)
+    runtime += runtime_evidence(dump, index, record)
     ran = {index.delegate_instructions[iid].partition_id for iid in executed}
     findings = tuple(lowered + runtime)
     not_comparable = {(f.partition_id, i) for f in findings for i in f.not_comparable}
@@ -262,22 +271,28 @@ def whole_partition_divergence(
     check: MapCheck, index: ProgramIndex, first: dict[str, Any] | None
 ) -> dict[str, Any] | None:
     """A first divergence that is a partition compared as a whole, named as that partition
-    (its ops, its identifiers) and said to be not narrowable; other divergences unchanged."""
+    (its ops in order, its identifiers) and blamed on its first op's line (which op inside it
+    diverged cannot be told), said to be not narrowable; other divergences unchanged."""
     if first is None:
         return None
     handles = tuple(first.get("debug_handles", ()))
     for m in index.maps:
         if m.partition_id in check.whole_partitions and m.delegated_handles == handles:
+            ops = partition_ops(index, m.delegated_handles)
+            head = ops[0] if ops else {}
             return {
                 **first,
                 "partition_id": m.partition_id,
                 "delegate_backend_name": m.backend_name,
                 "delegate_debug_identifiers": list(m.debug_handle_map),
+                **{key: head.get(key, "") for key in BLAME_KEYS},
+                "ops_in_order": ops,
                 "narrowed": False,
                 "note": (
                     f"partition {m.partition_id} ({m.backend_name}) diverges; it is compared as a "
                     "whole (its own outputs could not be used: see delegate_map_check), so the "
-                    "divergence could not be narrowed further than its ops"
+                    "divergence could not be narrowed further than its ops; the line shown is "
+                    "its first op's (ops_in_order lists each op's)"
                 ),
             }
     return first

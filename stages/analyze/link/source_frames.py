@@ -20,6 +20,14 @@ _PLUMBING = (
     "/transformers/utils/",
     "/transformers/integrations/accelerate",
 )
+# Generic layers a library lends to many models (transformers' Conv1D, torch's nn.Linear): their
+# line is the same for every model, so the line of the module that calls them is listed too.
+_LAYER_FILES = (
+    "/transformers/pytorch_utils.py",
+    "/transformers/activations.py",
+    "/transformers/modeling_layers.py",
+    "/torch/nn/modules/",
+)
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")
 
 
@@ -76,4 +84,20 @@ def user_source_line(stack_trace: str) -> str:
     if not own:
         return ""
     line = own[-1].text()
+    return "" if line == model_source_line(stack_trace) else line
+
+
+def is_layer_code(frame: Frame) -> bool:
+    """A frame of a library's generic layer (transformers' Conv1D, torch's nn.Linear)."""
+    return any(part in frame.file for part in _LAYER_FILES)
+
+
+def owner_source_line(stack_trace: str) -> str:
+    """When the model-code line is a generic library layer's, the line that calls it from the
+    file defining the module owning the layer (modeling_gpt2.py's `self.c_attn(...)`); else ''."""
+    model = [f for f in frames(stack_trace) if is_model_code(f) or is_layer_code(f)]
+    if not model or not is_layer_code(model[-1]):
+        return ""
+    owner = [f for f in model if not is_layer_code(f)]
+    line = owner[-1].text() if owner else ""
     return "" if line == model_source_line(stack_trace) else line

@@ -21,6 +21,7 @@ h1{font-size:1.5em} h2{font-size:1.2em;margin-top:1.6em}
 .identity{background:#fff4d6;border-left:4px solid #e0a800;padding:.4em .8em}
 .verdict{display:inline-block;padding:.2em .8em;border-radius:4px;color:#fff;font-weight:bold}
 .pass{background:#2ca25f}.fail{background:#d62728}.not_evaluated{background:#888}
+.map_errors{background:#e6550d}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f3f3f3} img{max-width:100%;border:1px solid #eee}
@@ -129,6 +130,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+# With an error budget the op is judged on its observed SNR (dB): the comparator's own SNR of the
+# same output would be a second figure for one question, so the card leaves it out.
+_SECOND_FIGURES = ("local_gap", "accumulated_gap")
+
+
+def card_fields(first: dict[str, Any]) -> dict[str, Any]:
+    """The first divergence's fields the card shows: one gap figure per question, no blanks."""
+    budget = first.get("excess_db") is not None
+    return {
+        k: v
+        for k, v in first.items()
+        if v not in ("", None) and not (budget and k in _SECOND_FIGURES)
+    }
+
+
 def divergence_block(summary: dict[str, Any]) -> str:
     """The first divergence as field/value rows (it fits any width), or why there is none."""
     first = summary.get("first_divergence")
@@ -139,7 +155,7 @@ def divergence_block(summary: dict[str, Any]) -> str:
         return ""
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(_cell(v))}</td></tr>"
-        for k, v in first.items()
+        for k, v in card_fields(first).items()
     )
     return (
         "<h2>First divergence</h2>"

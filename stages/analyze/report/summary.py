@@ -14,7 +14,7 @@ from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
 from stages.analyze.link.node_names import names_of
-from stages.analyze.link.source_frames import user_source_line
+from stages.analyze.link.source_frames import owner_source_line, user_source_line
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
 
 SUMMARY_FORMAT = "delegate-debugger-summary"
@@ -115,6 +115,7 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         },
         "source_line": source_line(traces[-1]) if traces else "",
         "user_source_line": user_source_line(traces[-1]) if traces else "",
+        "owner_source_line": owner_source_line(traces[-1]) if traces else "",
         "module_hierarchy": ops["module_hierarchy"][-1] if ops["module_hierarchy"] else "",
     }
 
@@ -161,12 +162,19 @@ def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]
 
 
 def largest_gaps(gaps: list[dict[str, Any]], verdict: Verdict, top_k: int) -> list[dict[str, Any]]:
-    """Compared rows with any gap, worst accumulated gap first."""
+    """Compared rows with any gap, worst accumulated gap first; the first divergence's group is
+    always among them (its accumulated gap is often smaller than the ops' downstream of it)."""
     metric = verdict.metric
     exact = math.inf if verdict.higher_is_better else 0.0
     inexact = [g for g in gaps if metric in g and g[metric] != exact]  # exact matches: no gap
     sign = 1.0 if verdict.higher_is_better else -1.0
-    return sorted(inexact, key=lambda g: sign * g[metric])[:top_k]
+    ranked = sorted(inexact, key=lambda g: sign * g[metric])
+    top = ranked[:top_k]
+    first = verdict.first_divergence
+    diverged = [g for g in ranked[top_k:] if first is not None and g["group"] == first.group]
+    if diverged and top_k > 0:
+        top = [*top[: top_k - len(diverged[:1])], *diverged[:1]]
+    return top
 
 
 def _largest_keys(metric: str) -> tuple[str, ...]:
@@ -174,6 +182,8 @@ def _largest_keys(metric: str) -> tuple[str, ...]:
     return (
         "group",
         "op_names",
+        "op_types",
+        "diverged",
         metric,
         f"local_{metric}",
         "observed_snr_db",

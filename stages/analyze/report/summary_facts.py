@@ -34,9 +34,13 @@ def complete_summary(
 ) -> None:
     """The first divergence's fault-node names; identity, control flow and warnings (what was
     not evaluated comes with the map check, `add_map_check`)."""
+    record = linked.inputs.etrecord
+    takes_faults = record is None or record.lowering_info.get("applies_faults", True) is not False
     if summary["first_divergence"] is not None and verdict.first_divergence is not None:
         handles = verdict.first_divergence.handles
-        summary["first_divergence"]["fault_nodes"] = names_of(found.node_names, handles)
+        # Named as backend.fault.node takes it, only for a backend that takes faults at all.
+        names = names_of(found.node_names, handles) if takes_faults else []
+        summary["first_divergence"]["fault_nodes"] = names
     summary["program_identity"] = linked.identity.record()
     summary["control_flow"] = [f.record() for f in found.flows]
     summary["warnings"] = fault_warnings(linked.inputs.etrecord, found.flows, linked.program)
@@ -80,7 +84,7 @@ def headline_metrics(
     metrics = {
         "events": float(summary["events"]),
         "compared_outputs": float(summary["compared_outputs"]),
-        "verdict_pass": 1.0 if verdict.status == "pass" else 0.0,
+        "verdict_pass": 1.0 if summary["verdict"] == "pass" else 0.0,
         "diverged_outputs": float(verdict.diverged_rows),
         "partitions": float(summary["partitions"]),
         "numeric_gap_seconds": gap_seconds,

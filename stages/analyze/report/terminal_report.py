@@ -20,6 +20,27 @@ def _ops(names: Any, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# Op names that read like a statistic in a table of numbers: shown with their op.
+_STATISTIC_WORDS = frozenset({"mean", "max", "min", "sum", "std", "var", "median", "amax", "amin"})
+
+
+def op_labels(names: Any, types: Any) -> list[str]:
+    """Op names, each one that reads like a statistic (`mean`, `max_1`) with its op type."""
+    names = list(names or [])
+    types = list(types or [])
+    labels = []
+    for k, name in enumerate(names):
+        base = str(name).rstrip("0123456789").rstrip("_")
+        kind = types[k] if k < len(types) else ""
+        labels.append(f"{name} ({kind})" if base in _STATISTIC_WORDS and kind else str(name))
+    return labels
+
+
+def _is_first(gap: dict[str, Any], summary: dict[str, Any]) -> bool:
+    first = summary.get("first_divergence") or {}
+    return bool(first) and gap.get("group") == first.get("group")
+
+
 def identity_note(identity: Any) -> str:
     """One line when the files are not proven to belong together: why, and what was checked."""
     if not isinstance(identity, dict) or identity.get("status") != "unproven":
@@ -43,15 +64,22 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
         exact = first.get("comparison", "float") != "float"
         key = "mismatches" if exact else "gap"
         local = first.get(f"local_{key}", first.get(key)) if exact else first.get("local_gap")
+        # One figure per op: with an error budget, the observed SNR below is the one judged.
+        figure = (
+            ""
+            if not exact and first.get("excess_db") is not None
+            else f"local {'mismatches' if exact else metric} {_num(local)}, "
+        )
         lines.append(
             f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
-            f"local {'mismatches' if exact else metric} {_num(local)}, "
-            f"status {first.get('status')})"
+            f"{figure}status {first.get('status')})"
         )
         if first.get("step_kind"):  # a generation: the step it diverged in
             lines.append(f"   in generation step {first['step']} ({first['step_kind']})")
         if first.get("source_line"):
             lines.append(f"   at {first['source_line']}")
+        if first.get("owner_source_line"):  # the model's call of a generic library layer
+            lines.append(f"   layer called at {first['owner_source_line']}")
         if first.get("user_source_line"):
             lines.append(f"   called from {first['user_source_line']}")
         if first.get("fault_nodes"):
@@ -68,6 +96,20 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
             lines.append(f"   module {first['module_hierarchy']}")
         if first.get("note"):  # a partition compared as a whole, or unobserved inputs
             lines.append(f"   note: {first['note']}")
+        lines.extend(_ops_in_order(first.get("ops_in_order") or []))
+    return lines
+
+
+def _ops_in_order(ops: list[dict[str, Any]], shown: int = 12) -> list[str]:
+    """A partition blamed as a whole: its ops in order, each with its line and module."""
+    if not ops:
+        return []
+    lines = ["   its ops in order:"]
+    for op in ops[:shown]:
+        module = f" [{op['module_hierarchy']}]" if op.get("module_hierarchy") else ""
+        lines.append(f"     {op['op']}{module} at {op.get('source_line') or '?'}")
+    if len(ops) > shown:
+        lines.append(f"     … and {len(ops) - shown} more (summary.json's ops_in_order)")
     return lines
 
 
@@ -118,11 +160,12 @@ def format_terminal_report(summary_path: Path) -> str:
     if not gaps and s.get("compared_outputs"):
         lines.append(f"largest gaps: none, all {s['compared_outputs']} float outputs are exact")
     if gaps:
-        lines.append(f"{'largest gaps':<50}{metric:>12}{'local':>12}")
+        lines.append(f"{'largest gaps (ops)':<50}{metric:>12}{'local':>12}")
         for g in gaps:
+            mark = "  <- first divergence" if g.get("diverged") and _is_first(g, s) else ""
             lines.append(
-                f"{_ops(g.get('op_names')):<50}{_num(g.get(metric)):>12}"
-                f"{_num(g.get('local_' + metric)):>12}"
+                f"{_ops(op_labels(g.get('op_names'), g.get('op_types'))):<50}"
+                f"{_num(g.get(metric)):>12}{_num(g.get('local_' + metric)):>12}{mark}"
             )
     report = s.get("artifacts", {}).get("report")
     if report:

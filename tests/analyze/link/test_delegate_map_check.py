@@ -66,7 +66,9 @@ def test_empty_map_still_catches_a_wrong_kernel(run_tiny: RunTiny) -> None:
     (finding,) = _findings(clean, MapFindingKind.empty_map)
     assert finding["partition_id"] == 0 and finding["severity"] == "error"
     assert finding["ops"] == MLP_OPS
-    assert clean["verdict"] == "pass"  # compared as a whole partition, and exact
+    # Compared as a whole partition, and exact; the map error keeps it from passing.
+    assert clean["verdict"] == "map_errors" and clean["numeric_verdict"] == "pass"
+    assert clean["unverified_ops"][0]["ops"] == MLP_OPS
 
     run_dir = _run(run_tiny, "EmptyMapBackend", "backend.fault.node=linear_1")
     summary = read_summary(run_dir)
@@ -89,8 +91,9 @@ def test_fused_kernel_mapping_only_its_first_op_is_not_blamed(run_tiny: RunTiny)
     (finding,) = _findings(summary, MapFindingKind.uncovered_handles)
     assert finding["debug_handles"] == [handles["relu"], handles["relu_1"], handles["add"]]
     assert finding["identifiers"] == [0, 1] and finding["partition_id"] == 0
-    # Every kernel is exact: no FAIL on `linear` for the relu's output.
-    assert summary["verdict"] == "pass", summary["first_divergence"]
+    # Every kernel is exact: no FAIL on `linear` for the relu's output, and no plain PASS.
+    assert summary["verdict"] == "map_errors", summary["first_divergence"]
+    assert summary["numeric_verdict"] == "pass"
     assert [handles["linear"]] not in _gap_handles(run_dir)
     assert any("identifiers [0, 1]" in n["what"] for n in summary["not_evaluated"])
 
@@ -111,7 +114,8 @@ def test_handle_not_in_the_graph_is_flagged_and_blame_stays_right(run_tiny: RunT
     clean = read_summary(clean_dir)
     (finding,) = _findings(clean, MapFindingKind.unknown_handles)
     assert (finding["identifiers"], finding["debug_handles"]) == ([0], [UNKNOWN_HANDLE])
-    assert clean["verdict"] == "pass"
+    assert clean["verdict"] == "map_errors" and clean["numeric_verdict"] == "pass"
+    assert clean["unverified_ops"][0]["ops"] == []  # every op compared: only the map is wrong
     assert all(UNKNOWN_HANDLE not in h for h in _gap_handles(clean_dir))
 
     run_dir = _run(run_tiny, "UnknownHandleBackend", "backend.fault.node=linear")
@@ -138,7 +142,8 @@ def test_missing_entry_is_analysed_not_called_another_program(run_tiny: RunTiny)
     assert summary["latency_p50_ms"] is not None
     # Gaps where they can be linked (the first kernel); the rest is in not_evaluated.
     assert [handles["linear"], handles["relu"]] in _gap_handles(run_dir)
-    assert summary["verdict"] == "pass"
+    assert summary["verdict"] == "map_errors" and summary["numeric_verdict"] == "pass"
+    assert "linear_2" in summary["unverified_ops"][0]["ops"]
     whats = " ".join(n["what"] for n in summary["not_evaluated"])
     assert "identifiers [1]" in whats and "identifiers [2]" in whats
 

@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from stages.analyze.link.source_frames import model_source_line, user_source_line
+from stages.analyze.link.source_frames import (
+    model_source_line,
+    owner_source_line,
+    user_source_line,
+)
 from stages.handover.exported_program import load_exported_program
 from tests.helpers.analyze_runs import RunTiny, read_summary
 
@@ -41,6 +45,23 @@ def test_the_innermost_model_frame_wins_and_the_users_frame_is_listed() -> None:
     assert user_source_line(own) == ""  # the same line: not listed twice
     generated = '  File "<eval_with_key>.7", line 6, in forward\n    relu = torch.relu(x)\n'
     assert model_source_line(generated).startswith("<eval_with_key>.7:6")  # nothing better
+
+
+def test_a_generic_library_layer_also_lists_the_modeling_files_call_of_it() -> None:
+    """GPT-2's c_attn is transformers' Conv1D: its line is every model's; the reader of the
+    model looks for modeling_gpt2.py's `self.c_attn(...)`."""
+    assert owner_source_line(HF_TRACE) == (
+        "gpt2/modeling_gpt2.py:310 in forward: query_states, key_states, value_states = "
+        "self.c_attn(hidden_states).split(self.split_size, dim=2)"
+    )
+    linear = (
+        '  File "/home/me/m.py", line 3, in forward\n    return self.fc(x)\n'
+        f'  File "{SITE}/torch/nn/modules/linear.py", line 134, in forward\n'
+        "    return F.linear(input, self.weight, self.bias)\n"
+    )
+    assert model_source_line(linear) == "me/m.py:3 in forward: return self.fc(x)"
+    assert owner_source_line(linear) == ""  # the model line is already the module's call
+    assert owner_source_line('  File "/home/me/m.py", line 3, in forward\n    x\n') == ""
 
 
 def _cond_fault_target(run_tiny: RunTiny) -> tuple[str, str]:
@@ -99,3 +120,5 @@ def test_a_hugging_face_op_points_into_the_modeling_file(tmp_path: Path) -> None
     assert traces
     assert all("transformers/" in model_source_line(t) for t in traces)
     assert all("zoo/hf.py" in user_source_line(t) for t in traces)  # the wrapper calling it
+    owners = [owner_source_line(t) for t in traces]
+    assert any("modeling_gpt2.py" in o and "self.c_attn(" in o for o in owners), owners

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,14 @@ def test_per_op_table_in_ms_with_the_runs_own_gap_direction(
     assert ops["slowest"] == "xnnpack-fp32" and ops["least_accurate"] == least_accurate
     rows = list(csv.DictReader(comparison.runs.open()))
     assert tuple(rows[0]) == RUN_COLUMNS and {r["gap_metric"] for r in rows} == {metric}
+    # The terminal shows the per-op comparison's top rows, not only the file's name.
+    printed = comparison.text.split("per-op comparison of m:", 1)[1].splitlines()
+    assert "p50 ms [xnnpack-fp32]" in printed[1] and f"local {metric} [qnn-fp16]" in printed[1]
+    header, values = (re.split(r"\s{2,}", line.strip()) for line in printed[1:3])
+    cells = dict(zip(header, values, strict=True))
+    assert cells["op"] == "linear" and cells["p50 ms [xnnpack-fp32]"] == "2"
+    assert cells["p50 ms [qnn-fp16]"] == "1" and cells[f"local {metric} [qnn-fp16]"] == "20"
+    assert "comparison_ops_m.csv" in comparison.text
 
 
 def test_printed_table_tells_runs_of_one_config_apart(client: MlflowClient, tmp_path: Path) -> None:
@@ -84,6 +93,6 @@ def test_printed_table_tells_runs_of_one_config_apart(client: MlflowClient, tmp_
         client.set_terminated(run.info.run_id, "FINISHED")
         runs.append(client.get_run(run.info.run_id))
     text = compare_runs(client, runs, tmp_path / "out").text
-    header, *lines = text.splitlines()
+    header, *lines = text.split("\nper-op comparison")[0].splitlines()
     assert "run_id" in header and len(lines) == 2 and lines[0] != lines[1]
     assert all(any(r.info.run_id in line for line in lines) for r in runs)

@@ -40,6 +40,7 @@ def test_an_unchanged_rerun_points_at_the_earlier_run(tmp_path: Path) -> None:
     assert all(o.status == StageStatus.reused for o in again.stages)
     assert again.tracking_run_id == first.tracking_run_id
     assert again.tracking.startswith(f"unchanged: MLflow run {first.tracking_run_id}")
+    assert "mlflow ui --backend-store-uri sqlite:///" in again.tracking  # on every run
     assert _run_ids(tmp_path) == [first.tracking_run_id]
     assert (tmp_path / "again" / "summary.json").is_file()  # the results are in the new run dir
 

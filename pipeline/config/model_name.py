@@ -10,6 +10,9 @@ from omegaconf import OmegaConf
 
 FACTORY_NAME_RESOLVER = "factory_name"
 FALLBACK = "custom"  # while the target is not given yet (the config check then says so)
+# Keyword arguments that pick what one factory builds (`stages.export.zoo.hf.make arch=llama`):
+# their value joins the factory's name, so two architectures of one factory are told apart.
+SELECTOR_KWARGS = ("arch", "architecture", "variant")
 
 
 def factory_name(target: Any) -> str:
@@ -24,7 +27,13 @@ def _resolve(*, _parent_: Any) -> str:
     """The resolver never raises: Hydra would print a traceback instead of a message."""
     if OmegaConf.is_missing(_parent_, "_target_"):
         return FALLBACK
-    return factory_name(_parent_.get("_target_"))
+    name = factory_name(_parent_.get("_target_"))
+    kwargs = _parent_.get("kwargs") or {}
+    for key in SELECTOR_KWARGS:
+        value = kwargs.get(key) if hasattr(kwargs, "get") else None
+        if isinstance(value, str) and value:
+            return f"{name}_{factory_name(value)}"
+    return name
 
 
 def register_factory_name_resolver() -> None:

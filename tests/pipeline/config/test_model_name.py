@@ -33,3 +33,11 @@ def test_a_custom_models_name_and_run_dir_follow_its_factory(tmp_path: Path) -> 
     assert cfg.model.name == "make_dsp_net"
     unset = compose_config(tmp_path, ["model=custom"])
     assert unset.model.name == "custom"  # no factory yet: the config check says what is missing
+
+
+def test_the_architecture_a_factory_builds_joins_its_name(tmp_path: Path) -> None:
+    cfg = compose_config(
+        tmp_path,
+        ["model=custom", "model._target_=stages.export.zoo.hf.make", "+model.kwargs.arch=llama"],
+    )
+    assert cfg.model.name == "make_llama"

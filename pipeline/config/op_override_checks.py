@@ -27,10 +27,12 @@ def check_override_support(cfg: DictConfig) -> None:
         return
     name = str(cfg.backend.name)
     if is_executorch_backend(name):
+        if str(cfg.backend.precision) == "int8":
+            return  # the quantizer's own filter leaves them unquantized
         raise ConfigValueError(
-            f"backend.keep_float: backend {name} lowers fp32 programs only, where every op is "
-            "already float; keep_float applies to quantized programs (use backend=xnnpack with "
-            "backend.precision=int8 for emulated int8)"
+            f"backend.keep_float: backend {name} keeps ops in float only in an int8 program "
+            f"(its quantizer leaves them out); at backend.precision={cfg.backend.precision} "
+            "there is nothing to keep: set backend.precision=int8 or drop backend.keep_float"
         )
     from stages.backends.backend_api import BackendError, backend_class
 

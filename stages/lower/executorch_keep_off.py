@@ -75,8 +75,7 @@ def keep_off_partitioner(inner: Any, keep_off: frozenset[str]) -> Any:
 
 def keep_float_filter(keep_float: frozenset[str]) -> Callable[[torch.fx.Node], bool]:
     """For `XNNPACKQuantizer.set_filter_function`: quantize every node but the kept-float ops
-    (by name or provenance). The hook `backend.keep_float` needs once `executorch_xnnpack`
-    quantizes (int8); until then the option is refused for it before any stage."""
+    (by name or provenance): how `backend.keep_float` reaches the int8 quantizer."""
 
     def quantize(node: torch.fx.Node) -> bool:
         return node.name not in keep_float and not (source_names(node) & keep_float)

@@ -82,8 +82,9 @@ def _shipped_program(
         target = _fault_target(backend, program)
         if target is not None:
             program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
+        keep_float = frozenset(str(n) for n in backend.keep_float)
         return target, name_fault_ops(
-            program_at_precision(program, str(backend.precision), samples)
+            program_at_precision(program, str(backend.precision), samples, keep_float)
         )
     except (ExecuTorchPrecisionError, ExecuTorchFaultError) as exc:
         raise ExecuTorchLoweringError(str(exc)) from exc
@@ -128,7 +129,8 @@ def lower_with_executorch(
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
     report = _report(backend, etrecord, model_name)
-    report["op_overrides"] = {"keep_float": [], "keep_off": sorted(keep_off)}
+    keep_float = sorted(str(n) for n in backend.keep_float)
+    report["op_overrides"] = {"keep_float": keep_float, "keep_off": sorted(keep_off)}
     report["fault_injected"] = (
         None
         if target is None

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from stages.closed_sets import Precision
+from stages.lower.executorch_keep_off import keep_float_filter
 
 
 class ExecuTorchPrecisionError(Exception):
@@ -33,9 +34,13 @@ def as_runtime_inputs(sample: Sample, precision: str) -> Sample:
 
 
 def program_at_precision(
-    program: torch.export.ExportedProgram, precision: str, samples: Sequence[Sample]
+    program: torch.export.ExportedProgram,
+    precision: str,
+    samples: Sequence[Sample],
+    keep_float: frozenset[str] = frozenset(),
 ) -> torch.export.ExportedProgram:
-    """The program ExecuTorch lowers at `precision` (the exported one for fp32)."""
+    """The program ExecuTorch lowers at `precision` (the exported one for fp32); at int8 the
+    `keep_float` ops are left unquantized (`backend.keep_float`)."""
     if precision == Precision.fp32:
         return program
     if not samples:
@@ -44,7 +49,7 @@ def program_at_precision(
         )
     try:
         if precision == Precision.int8:
-            return _quantized(program, samples)
+            return _quantized(program, samples, keep_float)
         if precision == Precision.fp16:
             return _half(program, samples)
     except (RuntimeError, TypeError, ValueError, AssertionError) as exc:
@@ -58,9 +63,10 @@ def program_at_precision(
 
 
 def _quantized(
-    program: torch.export.ExportedProgram, samples: Sequence[Sample]
+    program: torch.export.ExportedProgram, samples: Sequence[Sample], keep_float: frozenset[str]
 ) -> torch.export.ExportedProgram:
-    """PT2E int8 with ExecuTorch's XNNPACK quantizer, calibrated on every sample."""
+    """PT2E int8 with ExecuTorch's XNNPACK quantizer, calibrated on every sample; the kept-float
+    ops are filtered out of the quantizer (its own exclusion mechanism)."""
     import executorch.kernels.quantized  # noqa: F401  (q/dq out variants for the portable kernels)
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -71,6 +77,8 @@ def _quantized(
     quantizer = XNNPACKQuantizer().set_global(
         get_symmetric_quantization_config(is_per_channel=True)
     )
+    if keep_float:
+        quantizer.set_filter_function(keep_float_filter(keep_float))
     prepared = prepare_pt2e(copy.deepcopy(program).module(), quantizer)
     with torch.no_grad():
         for sample in samples:

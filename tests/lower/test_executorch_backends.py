@@ -104,7 +104,7 @@ def test_options_executorch_cannot_honour_are_refused(
     assert not (tmp_path / "run").exists()
 
 
-def test_keep_off_goes_through_the_xnnpack_partitioner_and_keep_float_is_refused(
+def test_keep_off_goes_through_the_xnnpack_partitioner_and_keep_float_needs_int8(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     cfg = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.keep_off=[linear_1]")
@@ -118,8 +118,34 @@ def test_keep_off_goes_through_the_xnnpack_partitioner_and_keep_float_is_refused
     summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
     assert summary["verdict"] == "pass" and summary["accuracy"]["met"] is True
     refused = _cfg(tiny_cfg, tmp_path, "backend=executorch_xnnpack", "backend.keep_float=[linear]")
-    with pytest.raises(ConfigValueError, match=r"backend\.keep_float: backend executorch_xnnpack"):
+    with pytest.raises(ConfigValueError, match=r"backend\.keep_float: .* only in an int8 program"):
         run_pipeline(refused, print_summary=False)
+
+
+@pytest.mark.timeout(600)
+def test_keep_float_leaves_an_op_unquantized_in_the_int8_program(tmp_path: Path) -> None:
+    """backend.keep_float on executorch_xnnpack int8: the quantizer's filter leaves the kept op's
+    weight unquantized (a float parameter, no dequantize), the others' weights quantized. (Its
+    input may still arrive through a dequantize: the op before it quantizes its own output.)"""
+    import torch
+
+    from stages.lower.executorch_precision import program_at_precision
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    samples = [(torch.randn(2, 4),)]
+    exported = torch.export.export(model, samples[0])
+
+    def quantized_weights(kept: frozenset[str]) -> dict[str, bool]:
+        program = program_at_precision(exported, "int8", samples, kept)
+        return {
+            n.name: "dequantize" in str(getattr(n.args[1], "target", ""))
+            for n in program.graph.nodes
+            if n.op == "call_function" and "linear" in str(n.target)
+        }
+
+    assert set(quantized_weights(frozenset()).values()) == {True}
+    kept = quantized_weights(frozenset({"linear_1"}))
+    assert kept == {"linear": True, "linear_1": False}, kept
 
 
 def test_sweep_compares_emulated_and_executorch(tmp_path: Path) -> None:

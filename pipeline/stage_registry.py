@@ -157,6 +157,24 @@ def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
     ]
 
 
+def _prefix_lowerings(cfg: DictConfig, run_dir: Path) -> Any:
+    """runtime.observe=bisect: how the analysis lowers and runs a prefix program (else None)."""
+    if not _prefix_lowerings_on(cfg):
+        return None
+    from pipeline.prefix_lowerings import PrefixLowerings
+
+    return PrefixLowerings(cfg, run_dir)
+
+
+def _bisect_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    """With runtime.observe=bisect, the backend's source file is the analysis's input too."""
+    return _backend_source(cfg, run_dir) if _prefix_lowerings_on(cfg) else []
+
+
+def _prefix_lowerings_on(cfg: DictConfig) -> bool:
+    return str(OmegaConf.select(cfg, "runtime.observe", default="off")) == "bisect"
+
+
 def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.analyze.stage import run_analyze
 
@@ -170,6 +188,7 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
         pte=pte if pte.is_file() or cfg.analyze.pte else None,  # a missing analyze.pte: say so
         step_inputs=step_inputs if step_inputs.is_file() else None,
         generation_file=generation if generation.is_file() else None,
+        prefix_lowerings=_prefix_lowerings(cfg, run_dir),
     )
 
 
@@ -204,10 +223,11 @@ STAGES: dict[str, StageSpec] = {
     ),
     "analyze": StageSpec(
         "analyze",
-        ("analyze",),
+        # runtime.observe=bisect lowers prefixes on the run's backend inside the analysis.
+        ("analyze", "runtime.observe"),
         "stages.analyze.stage",
         _analyze_inputs,
-        _analyze_optional,
+        lambda cfg, run_dir: _analyze_optional(cfg, run_dir) + _bisect_inputs(cfg, run_dir),
         _call_analyze,
         produced_by="run",
     ),

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.compare.bisect_entry import observe_bisection
+from stages.analyze.compare.bisection import PrefixLowerings
 from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.end_to_end import ACCURACY_KEY, accuracy_metrics, run_accuracy
 from stages.analyze.compare.exact_compare import tie_tolerance
@@ -27,6 +29,7 @@ from stages.analyze.generation.step_gaps import GapOptions
 from stages.analyze.generation.summary import add_generation, generation_metrics
 from stages.analyze.link.event_table import event_record
 from stages.analyze.link.linked_files import Linked, load_and_link, method_event_rows
+from stages.analyze.report.bisect_summary import add_bisection
 from stages.analyze.report.graph_outputs import write_graph_outputs
 from stages.analyze.report.stage_files import write_plots, write_summary_and_report, write_tables
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record
@@ -151,8 +154,10 @@ def _summary(
     tables: tuple[list[Any], list[dict[str, Any]], list[dict[str, Any]]],
     found: Gaps,
     verdict: Verdict,
+    bisect: tuple[PrefixLowerings | None, Path] = (None, Path()),
 ) -> dict[str, Any]:
-    """summary.json's content: the run's figures (`build_summary`) and what linking found."""
+    """summary.json's content: the run's figures (`build_summary`), what linking found and what
+    a bisection found (runtime.observe=bisect)."""
     event_rows, events, gaps = tables
     record = linked.inputs.etrecord
     summary = build_summary(
@@ -166,7 +171,11 @@ def _summary(
         cfg.time_unit,
         cfg.top_k,
     )
-    link_facts(summary, verdict, found, linked, events)
+    budget = verdict_budget(cfg, linked.index.precision)
+    bisected = observe_bisection(linked, verdict, found, budget, *bisect)
+    partition = bisected[1].record() if bisected and bisected[0].partition_id is not None else None
+    link_facts(summary, verdict, found, linked, events, partition)
+    add_bisection(summary, bisected, linked.index)
     gate_on_map_errors(summary, linked.index, str(cfg.map_errors))
     return summary
 
@@ -198,9 +207,10 @@ def run_analyze(
     pte: Path | None = None,
     step_inputs: Path | None = None,
     generation_file: Path | None = None,
+    prefix_lowerings: PrefixLowerings | None = None,
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (and
-    a generation's per-step analysis: stages.analyze.generation)."""
+    a generation's per-step analysis; `prefix_lowerings`: runtime.observe=bisect)."""
     started = time.perf_counter()
     bounded_options(cfg)
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
@@ -220,7 +230,8 @@ def run_analyze(
     # Report.
     events_path, gap_path = write_tables(run_dir, events, gaps)
     files = RunFiles(etdump, etrecord, debug_buffer)
-    summary = _summary(cfg, files, linked, (event_rows, events, gaps), found, verdict)
+    table_rows = (event_rows, events, gaps)
+    summary = _summary(cfg, files, linked, table_rows, found, verdict, (prefix_lowerings, run_dir))
     accuracy_metric = metric_comparator(comparators, cfg.gap_metric)
     summary[ACCURACY_KEY] = run_accuracy(linked.inputs, accuracy_metric, cfg.accuracy_budget)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)

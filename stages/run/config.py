@@ -12,6 +12,15 @@ class RuntimeName(StrEnum):
     emulated = "emulated"
 
 
+class ObserveMode(StrEnum):
+    """How values inside delegates that log only their calls' outputs are observed
+    (`runtime.observe`): `off`, or `bisect` (the analysis lowers prefixes of a partition that
+    diverges as a whole and finds its first divergent op: stages.analyze.compare.bisection)."""
+
+    off = "off"
+    bisect = "bisect"
+
+
 class DebugLevel(StrEnum):
     """Which tensors the tracer captures (`runtime.debug_level`), as ExecuTorch's log levels."""
 
@@ -71,4 +80,5 @@ class RuntimeConfig:
     # ("Unable to find populated event") though its parser reads them: turn off for its Inspector.
     track_allocations: bool = False  # ExecuTorch 1.5.1's Inspector cannot open them
     filter: EventFilterConfig = field(default_factory=EventFilterConfig)
+    observe: ObserveMode = ObserveMode.off
     generate: GenerateConfig = field(default_factory=GenerateConfig)

@@ -268,18 +268,24 @@ def log_findings(check: MapCheck) -> None:
 
 
 def whole_partition_divergence(
-    check: MapCheck, index: ProgramIndex, first: dict[str, Any] | None
+    check: MapCheck,
+    index: ProgramIndex,
+    first: dict[str, Any] | None,
+    bisected: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """A first divergence that is a partition compared as a whole, named as that partition
-    (its ops in order, its identifiers) and blamed on its first op's line (which op inside it
-    diverged cannot be told), said to be not narrowable; other divergences unchanged."""
+    (its ops in order, its identifiers) and blamed on the op bisection found in it
+    (runtime.observe=bisect: `bisected` is its record), else on its first op's line (which op
+    inside it diverged cannot be told), said to be not narrowable; other divergences unchanged."""
     if first is None:
         return None
     handles = tuple(first.get("debug_handles", ()))
     for m in index.maps:
         if m.partition_id in check.whole_partitions and m.delegated_handles == handles:
             ops = partition_ops(index, m.delegated_handles)
-            head = ops[0] if ops else {}
+            found = (bisected or {}).get("op")
+            blamed = next((o for o in ops if o["op"] == found), None) if found else None
+            head = blamed or (ops[0] if ops else {})
             return {
                 **first,
                 "partition_id": m.partition_id,
@@ -287,15 +293,41 @@ def whole_partition_divergence(
                 "delegate_debug_identifiers": list(m.debug_handle_map),
                 **{key: head.get(key, "") for key in BLAME_KEYS},
                 "ops_in_order": ops,
-                "narrowed": False,
-                "note": (
-                    f"partition {m.partition_id} ({m.backend_name}) diverges; it is compared as a "
-                    "whole (its own outputs could not be used: see delegate_map_check), so the "
-                    "divergence could not be narrowed further than its ops; the line shown is "
-                    "its first op's (ops_in_order lists each op's)"
-                ),
+                "narrowed": blamed is not None,
+                **(_bisected_keys(blamed, bisected) if blamed and bisected else {}),
+                "note": _whole_note(m.partition_id, m.backend_name, blamed, bisected),
             }
     return first
+
+
+def _bisected_keys(blamed: dict[str, Any], bisected: dict[str, Any]) -> dict[str, Any]:
+    """The op bisection named inside a partition, and how."""
+    return {
+        "op": blamed["op"],
+        "op_debug_handle": blamed["debug_handle"],
+        "found_by": bisected.get("found_by", "bisection"),
+        "lowerings": bisected.get("lowerings", 0),
+    }
+
+
+def _whole_note(
+    pid: int, backend: str, blamed: dict[str, Any] | None, bisected: dict[str, Any] | None
+) -> str:
+    said = (
+        f"partition {pid} ({backend}) diverges; it is compared as a whole (its own outputs "
+        "could not be used: see delegate_map_check)"
+    )
+    if blamed is not None and bisected is not None:
+        return (
+            f"{said}; runtime.observe=bisect lowered prefixes of it: {blamed['op']} is its first "
+            f"op that diverges (found by bisection, {bisected.get('lowerings', 0)} lowerings), "
+            "the line shown is that op's"
+        )
+    why = f" ({bisected['note']})" if bisected and bisected.get("note") else ""
+    return (
+        f"{said}, so the divergence could not be narrowed further than its ops{why}; the line "
+        "shown is its first op's (ops_in_order lists each op's)"
+    )
 
 
 def unobserved_inputs_note(first: dict[str, Any] | None, unobserved: tuple[str, ...]) -> None:

@@ -47,13 +47,18 @@ def complete_summary(
 
 
 def add_map_check(
-    summary: dict[str, Any], linked: Linked, verdict: Verdict, unused: NotEvaluated | None
+    summary: dict[str, Any],
+    linked: Linked,
+    verdict: Verdict,
+    unused: NotEvaluated | None,
+    bisected: dict[str, Any] | None = None,
 ) -> None:
     """The delegate map findings, what they kept out of the numeric gap, and what they mean
-    for the first divergence (a whole partition, or unobserved inputs)."""
+    for the first divergence (a whole partition, blamed on the op bisection found in it when
+    `bisected` says so; or unobserved inputs)."""
     check = linked.map_check
     summary[MAP_CHECK_KEY] = check.records()
-    first = whole_partition_divergence(check, linked.index, summary["first_divergence"])
+    first = whole_partition_divergence(check, linked.index, summary["first_divergence"], bisected)
     row = verdict.first_divergence
     unobserved_inputs_note(first, row.unobserved_inputs if row else ())
     summary["first_divergence"] = first
@@ -63,14 +68,19 @@ def add_map_check(
 
 
 def link_facts(
-    summary: dict[str, Any], verdict: Verdict, found: Gaps, linked: Linked, events: list[Any]
+    summary: dict[str, Any],
+    verdict: Verdict,
+    found: Gaps,
+    linked: Linked,
+    events: list[Any],
+    bisected: dict[str, Any] | None = None,
 ) -> None:
     """What linking found, into the summary: link sources, recovery, map check, methods."""
     complete_summary(summary, verdict, found, linked)
     summary["link_sources"] = link_source_counts(events)
     if linked.recovery is not None:
         summary["xnnpack_recovery"] = linked.recovery.record()
-    add_map_check(summary, linked, verdict, found.not_evaluated)
+    add_map_check(summary, linked, verdict, found.not_evaluated, bisected)
     summary["warnings"] = linked.warnings + summary.get("warnings", [])
     summary["methods"] = [p.name for p in linked.methods if p.name]
     analysed = (p.name for p in linked.methods if p.analysed and linked.index.linked)

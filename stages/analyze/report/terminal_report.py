@@ -74,6 +74,11 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
             f"first divergence: {_ops(first['op_names'], 80)} (handles {first['debug_handles']}, "
             f"{figure}status {first.get('status')})"
         )
+        if first.get("found_by"):  # runtime.observe=bisect named the op inside the group
+            lines.append(
+                f"   op {first.get('op')}: found by {first['found_by']}, "
+                f"{first.get('lowerings', 0)} lowerings"
+            )
         if first.get("step_kind"):  # a generation: the step it diverged in
             lines.append(f"   in generation step {first['step']} ({first['step_kind']})")
         if first.get("source_line"):

@@ -1,0 +1,147 @@
+"""runtime.observe=bisect: the first divergent op inside a segment the runtime logged no values in
+(a partition compared as a whole, or a whole program whose run logged no intermediate outputs).
+
+Cut after op k: the segment's ops 0..k lowered on the run's backend (by the callable the
+pipeline hands in: the lower and run stages, through the stage cache), fed the reference's values
+of the segment's inputs, every value the prefix hands on compared with the reference by the
+verdict's rule (stages.analyze.compare.prefix_judgement). A binary search finds the smallest k
+whose prefix diverges in about log2(N) lowerings: op k then computes wrongly while everything
+before it stays within what the precision accumulates.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+from stages.analyze.compare.prefix_judgement import PrefixJudgement, judge_prefix
+from stages.export.prefix_cut import PrefixProgram, write_prefix
+from stages.formats.artifacts import ArtifactName
+from stages.handover.exported_program import load_exported_program
+from stages.handover.samples import load_samples
+
+log = logging.getLogger(__name__)
+
+# (cut directory, original op name -> its name in the cut) -> the cut's run_outputs.pt.
+PrefixLowerings = Callable[[Path, dict[str, str]], Path]
+# summary.json's first-divergence value of `found_by` for an op bisection named.
+FOUND_BY = "bisection"
+
+
+@dataclass
+class Bisection:
+    """What a bisection found: the op (None: none could be told), its lowerings, each cut."""
+
+    segment: list[str]
+    op: str | None = None
+    lowerings: int = 0
+    cuts: list[dict[str, Any]] = field(default_factory=list)
+    note: str = ""
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "found_by": FOUND_BY,
+            "lowerings": self.lowerings,
+            "segment_ops": len(self.segment),
+            "cuts": self.cuts,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class BisectInputs:
+    """What a bisection needs besides the segment: the reference program and its samples, the
+    run's precision, (margin, floor units), where cuts go, and how a cut is lowered and run."""
+
+    program: ExportedProgram
+    samples: list[Any]
+    precision: str
+    budget: tuple[float, float]
+    work_dir: Path
+    lower_and_run: PrefixLowerings
+
+
+def _judge(inputs: BisectInputs, segment: list[torch.fx.Node], k: int) -> PrefixJudgement:
+    """Cut after op k, lower and run it, judge its outputs."""
+    directory = inputs.work_dir / f"prefix-{k:04d}-{segment[k].name}"
+    cut: PrefixProgram = write_prefix(inputs.program, inputs.samples, segment, k, directory)
+    outputs = inputs.lower_and_run(directory, cut.names)
+    program = load_exported_program(directory / ArtifactName.EXPORTED_PROGRAM)
+    return judge_prefix(
+        program,
+        load_samples(directory / ArtifactName.INPUTS),
+        load_samples(directory / ArtifactName.REFERENCE_OUTPUTS),
+        load_samples(outputs),
+        inputs.precision,
+        inputs.budget,
+    )
+
+
+def search(n: int, diverges: Callable[[int], bool]) -> int | None:
+    """The smallest k in [0, n) with diverges(k), assuming a prefix that diverges stays so; the
+    whole segment (k = n-1) is assumed to diverge and checked only when the search ends there;
+    None when it does not diverge at all."""
+    low, high = -1, n - 1  # diverges(low) is False (no op), diverges(high) assumed
+    while high - low > 1:
+        middle = (low + high) // 2
+        if diverges(middle):
+            high = middle
+        else:
+            low = middle
+    if high == n - 1 and not diverges(high):
+        return None
+    return high
+
+
+def bisect_segment(inputs: BisectInputs, names: Sequence[str]) -> Bisection:
+    """The first op of `names` (in graph order) whose prefix diverges, with the lowerings spent."""
+    by_name = {n.name: n for n in inputs.program.graph.nodes if n.op == "call_function"}
+    segment = [by_name[name] for name in names if name in by_name]
+    found = Bisection([n.name for n in segment])
+    judged: dict[int, PrefixJudgement] = {}
+
+    def diverges(k: int) -> bool:
+        if k not in judged:
+            judged[k] = _judge(inputs, segment, k)
+            found.lowerings += 1
+            verdict = judged[k]
+            found.cuts.append(
+                {
+                    "after_op": segment[k].name,
+                    "ops": k + 1,
+                    "diverged": verdict.diverged,
+                    "worst_excess_db": verdict.worst_excess_db
+                    if math.isfinite(verdict.worst_excess_db)
+                    else str(verdict.worst_excess_db),
+                }
+            )
+            log.info("[analyze] bisection: ops 0..%d (%s): %s", k, segment[k].name, verdict)
+        return judged[k].diverged
+
+    if not segment:
+        found.note = "no op of the segment is in the reference program: nothing to bisect"
+        return found
+    k = search(len(segment), diverges)
+    if k is None:
+        found.note = (
+            "no prefix of the segment diverges when fed the reference's inputs: its divergence "
+            "comes from the values it was fed, not from an op inside it"
+        )
+        return found
+    found.op = segment[k].name
+    found.note = (
+        f"found by bisection, {found.lowerings} lowerings: ops up to {segment[k - 1].name} stay "
+        f"within the error the precision accumulates; with {found.op} the prefix diverges"
+        if k > 0
+        else f"found by bisection, {found.lowerings} lowerings: the segment's first op "
+        f"{found.op} alone diverges"
+    )
+    return found

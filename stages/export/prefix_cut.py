@@ -1,0 +1,120 @@
+"""Cut a prefix of a segment of ops (a partition's, or a whole program's) into a program of its own,
+for bisection (runtime.observe=bisect).
+
+The prefix is the segment's first k+1 ops in graph order (and the getitems reading them). Every
+prefix value that a later op or the program's output reads becomes an output, so a divergence
+anywhere in the prefix shows at the cut. Values the prefix reads from outside become inputs,
+taken from the reference's captured values on every representative sample; weights stay
+weights. Written as the export stage writes its files, so the lower and run stages take it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.export import ExportedProgram
+
+from stages.export.exporter import export_model
+from stages.export.reference_capture import program_outputs
+from stages.export.subgraph_cut import (
+    SubgraphCutError,
+    _constants,
+    _name_map,
+    _samples,
+)
+from stages.formats.artifacts import ArtifactName
+from stages.formats.exported_program import save_exported_program
+from stages.formats.samples import Samples
+from stages.handover.samples import save_samples
+
+
+@dataclass(frozen=True)
+class PrefixProgram:
+    """The written prefix program: its directory, per original op name its name in the cut, and
+    the original names of the values it outputs (in output order)."""
+
+    directory: Path
+    names: dict[str, str]
+    outputs: tuple[str, ...]
+
+
+def _prefix_nodes(segment: Sequence[torch.fx.Node], k: int) -> list[torch.fx.Node]:
+    """The segment's first k+1 ops and the getitems that read them, in graph order."""
+    chosen = set(segment[: k + 1])
+    getitems = {
+        user for node in chosen for user in node.users if user.target is operator.getitem
+    }
+    order = {n: i for i, n in enumerate(segment[0].graph.nodes)}
+    return sorted(chosen | getitems, key=order.__getitem__)
+
+
+def _frontier(prefix: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """Prefix values read after the cut (by a later op or the program's output)."""
+    members = set(prefix)
+    found = []
+    for node in prefix:
+        if any(u.target is operator.getitem for u in node.users):
+            continue  # its getitems are the values read
+        if any(user not in members for user in node.users) or not node.users:
+            found.append(node)
+    return found
+
+
+def _graph_module(
+    prefix: list[torch.fx.Node], outputs: list[torch.fx.Node], constants: dict[str, torch.Tensor]
+) -> tuple[torch.fx.GraphModule, list[str]]:
+    """A GraphModule computing `outputs` from the prefix; the names of the outside values read."""
+    root = torch.nn.Module()
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    inputs: list[str] = []
+    members = set(prefix)
+    for node in prefix:
+        for arg in node.all_input_nodes:
+            if arg in members or arg in env:
+                continue
+            if arg.op == "placeholder" and arg.name in constants:
+                attr = f"c_{len(env)}"
+                root.register_buffer(attr, constants[arg.name].clone())
+                env[arg] = graph.get_attr(attr)
+            else:
+                env[arg] = graph.placeholder(f"in_{len(inputs)}")
+                inputs.append(arg.name)
+        env[node] = graph.node_copy(node, env.__getitem__)
+    graph.output(tuple(env[n] for n in outputs))
+    return torch.fx.GraphModule(root, graph), inputs
+
+
+def write_prefix(
+    program: ExportedProgram,
+    samples: Samples,
+    segment: Sequence[torch.fx.Node],
+    k: int,
+    directory: Path,
+) -> PrefixProgram:
+    """Write exported.pt2, inputs.pt and reference_outputs.pt of the segment's ops 0..k."""
+    if not 0 <= k < len(segment):
+        raise SubgraphCutError(f"cut after op {k} is outside the segment's {len(segment)} ops")
+    prefix = _prefix_nodes(segment, k)
+    outputs = _frontier(prefix)
+    module, inputs = _graph_module(prefix, outputs, _constants(program))
+    cut_samples = _samples(program, samples, inputs) if inputs else [() for _ in samples]
+    directory.mkdir(parents=True, exist_ok=True)
+    cut = export_model(
+        module,
+        cut_samples[0],
+        strict=False,
+        decompose=False,
+        model_name="bisect_prefix",
+        error_log=directory / "export_error.log",
+    )
+    references = [program_outputs(cut, sample) for sample in cut_samples]
+    save_exported_program(cut, directory / ArtifactName.EXPORTED_PROGRAM)
+    save_samples(cut_samples, directory / ArtifactName.INPUTS)
+    save_samples(references, directory / ArtifactName.REFERENCE_OUTPUTS)
+    names = _name_map(prefix, cut)
+    return PrefixProgram(directory, names, tuple(n.name for n in outputs))

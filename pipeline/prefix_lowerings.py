@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -22,6 +22,7 @@ from pipeline.cache.fingerprint import compute_fingerprint
 from pipeline.cache.stage_cache import StageCache
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch_program import is_executorch_backend
+from stages.lower.config import BackendConfig
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,14 @@ class PrefixLowerings:
             "lower",
             {"backend": backend_slice, "model.name": "bisect_prefix"},
             lower_files + self._backend_source(),
-            lambda: run_lower(OmegaConf.to_object(backend), *lower_files, directory, "bisect_prefix"),
+            lambda: run_lower(
+                cast(BackendConfig, OmegaConf.to_object(backend)),
+                lower_files[0],
+                lower_files[1],
+                lower_files[2],
+                directory,
+                model_name="bisect_prefix",
+            ),
         )
         executorch = is_executorch_backend(str(backend.name))
         program = directory / (

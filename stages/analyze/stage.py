@@ -209,14 +209,13 @@ def run_analyze(
     generation_file: Path | None = None,
     prefix_lowerings: PrefixLowerings | None = None,
 ) -> AnalyzeArtifacts:
-    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (and
-    a generation's per-step analysis; `prefix_lowerings`: runtime.observe=bisect)."""
+    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots, report.html (and a
+    generation's per-step analysis); bisect with `prefix_lowerings` (runtime.observe=bisect)."""
     started = time.perf_counter()
     bounded_options(cfg)
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     linked = load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     index, record = linked.index, linked.inputs.etrecord
-
     # Link: events and their stats.
     event_rows = method_event_rows(linked, cfg.time_unit, bounded_options(cfg)[0])
     events = [event_record(r, cfg.time_unit) for r in event_rows]
@@ -226,18 +225,17 @@ def run_analyze(
     steps = _compare_steps(cfg, linked, comparators, (step_inputs, generation_file))
     found, verdict, gaps, generation = steps
     gap_seconds = time.perf_counter() - gap_started
-    metric = verdict.metric
     # Report.
     events_path, gap_path = write_tables(run_dir, events, gaps)
     files = RunFiles(etdump, etrecord, debug_buffer)
-    table_rows = (event_rows, events, gaps)
-    summary = _summary(cfg, files, linked, table_rows, found, verdict, (prefix_lowerings, run_dir))
-    accuracy_metric = metric_comparator(comparators, cfg.gap_metric)
-    summary[ACCURACY_KEY] = run_accuracy(linked.inputs, accuracy_metric, cfg.accuracy_budget)
+    table_rows, bisect = (event_rows, events, gaps), (prefix_lowerings, run_dir)
+    summary = _summary(cfg, files, linked, table_rows, found, verdict, bisect)
+    accuracy = metric_comparator(comparators, cfg.gap_metric), cfg.accuracy_budget
+    summary[ACCURACY_KEY] = run_accuracy(linked.inputs, *accuracy)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = write_plots(run_dir, summary, events, gaps, cfg.top_k)
     plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot
-    trace_path = _trace(run_dir, linked, gaps, metric, cfg.trace_iterations, summary)
+    trace_path = _trace(run_dir, linked, gaps, verdict.metric, cfg.trace_iterations, summary)
     summary_path, report_path = write_summary_and_report(
         run_dir,
         summary,

@@ -45,9 +45,7 @@ class PrefixProgram:
 def _prefix_nodes(segment: Sequence[torch.fx.Node], k: int) -> list[torch.fx.Node]:
     """The segment's first k+1 ops and the getitems that read them, in graph order."""
     chosen = set(segment[: k + 1])
-    getitems = {
-        user for node in chosen for user in node.users if user.target is operator.getitem
-    }
+    getitems = {user for node in chosen for user in node.users if user.target is operator.getitem}
     order = {n: i for i, n in enumerate(segment[0].graph.nodes)}
     return sorted(chosen | getitems, key=order.__getitem__)
 
@@ -102,7 +100,7 @@ def write_prefix(
     prefix = _prefix_nodes(segment, k)
     outputs = _frontier(prefix)
     module, inputs = _graph_module(prefix, outputs, _constants(program))
-    cut_samples = _samples(program, samples, inputs) if inputs else [() for _ in samples]
+    cut_samples: Samples = _samples(program, samples, inputs) if inputs else [() for _ in samples]
     directory.mkdir(parents=True, exist_ok=True)
     cut = export_model(
         module,

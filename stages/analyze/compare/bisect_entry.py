@@ -12,7 +12,12 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-from stages.analyze.compare.bisection import BisectInputs, Bisection, PrefixLowerings, bisect_segment
+from stages.analyze.compare.bisection import (
+    BisectInputs,
+    Bisection,
+    PrefixLowerings,
+    bisect_segment,
+)
 from stages.analyze.compare.gap_evaluation import Gaps
 from stages.analyze.compare.verdict import NOT_EVALUATED, Verdict
 from stages.analyze.compare.verdict_budget import VerdictBudget

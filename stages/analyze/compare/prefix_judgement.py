@@ -52,7 +52,7 @@ def _walk(
             if node.op == "call_function":
                 args = torch.fx.node.map_arg(node.args, env.__getitem__)
                 kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
-                value = node.target(*args, **kwargs)  # type: ignore[operator]
+                value = node.target(*args, **kwargs)
                 env[node] = emulation.rounded(node, value) if emulation is not None else value
             elif node.op == "output":
                 outputs = list(torch.fx.node.map_arg(node.args[0], env.__getitem__))
@@ -92,7 +92,9 @@ def judge_prefix(
     for index in range(len(references[0])):
         ref = [sample[index] for sample in references]
         run = [sample[index] if index < len(sample) else None for sample in runtime]
-        if any(r is None or tuple(r.shape) != tuple(f.shape) for r, f in zip(run, ref)):
+        if any(
+            r is None or tuple(r.shape) != tuple(f.shape) for r, f in zip(run, ref, strict=True)
+        ):
             return PrefixJudgement(True, math.inf, index)
         got = [r.to(f.dtype) for r, f in zip(run, ref, strict=True) if r is not None]
         if not ref[0].is_floating_point():

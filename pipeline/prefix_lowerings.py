@@ -23,6 +23,7 @@ from pipeline.cache.stage_cache import StageCache
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch_program import is_executorch_backend
 from stages.lower.config import BackendConfig
+from stages.safe_io.file_digests import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +67,15 @@ def _fault_node(cfg: DictConfig, run_dir: Path) -> str | None:
 
 
 class PrefixLowerings:
-    """`(cut directory, original op name -> cut name) -> run_outputs.pt` on the run's backend."""
+    """`(cut directory, original op name -> cut name) -> (run_outputs.pt, lowering reused from
+    the stage cache)` on the run's backend."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path) -> None:
         self.cfg, self.run_dir = cfg, run_dir
         self.cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
         self.fault = _fault_node(cfg, run_dir)
+        source = run_dir / ArtifactName.EXPORTED_PROGRAM
+        self.source = file_sha256(source) if source.is_file() else ""
 
     def backend(self, names: dict[str, str]) -> Any:
         """The run's backend config with op names moved into the cut."""
@@ -94,8 +98,9 @@ class PrefixLowerings:
         source = target_source_file(target, Path.cwd())
         return [source] if source is not None else []
 
-    def _stage(self, name: str, config: dict[str, Any], files: list[Path], call: Any) -> None:
-        """Reuse the stage's cached result for this fingerprint, or run `call` and store it."""
+    def _stage(self, name: str, config: dict[str, Any], files: list[Path], call: Any) -> bool:
+        """Reuse the stage's cached result for this fingerprint (True), or run `call` and store
+        it (False)."""
         directory = files[0].parent
         entry = "stages.lower.stage" if name == "lower" else "stages.run.stage"
         fingerprint = compute_fingerprint(config, files, (entry,))
@@ -104,12 +109,13 @@ class PrefixLowerings:
             if cached is not None:
                 self.cache.restore(name, fingerprint.digest, cached, directory)
                 log.info("[analyze] bisection: %s of %s reused", name, directory.name)
-                return
+                return True
             artifacts = call()
             outputs = _relative_outputs(artifacts, directory)
             self.cache.store(name, fingerprint, outputs, {}, directory)
+            return False
 
-    def __call__(self, directory: Path, names: dict[str, str]) -> Path:
+    def __call__(self, directory: Path, names: dict[str, str]) -> tuple[Path, bool]:
         from stages.lower.stage import run_lower
         from stages.run.config import RuntimeConfig
         from stages.run.stage import run_run
@@ -117,10 +123,13 @@ class PrefixLowerings:
         backend = self.backend(names)
         backend_slice = OmegaConf.to_container(backend, resolve=True, enum_to_str=True)
         lower_files = [directory / f for f in _CUT_FILES]
-        self._stage(
+        # The cut's exported.pt2 carries ids that differ between processes (torch.export's
+        # provenance and serialization ids): it is named by its source program and its ops.
+        cut = {"program": self.source, "ops": sorted(names.items())}
+        reused = self._stage(
             "lower",
-            {"backend": backend_slice, "model.name": "bisect_prefix"},
-            lower_files + self._backend_source(),
+            {"backend": backend_slice, "model.name": "bisect_prefix", "cut": cut},
+            lower_files[0 if not self.source else 1 :] + self._backend_source(),
             lambda: run_lower(
                 cast(BackendConfig, OmegaConf.to_object(backend)),
                 lower_files[0],
@@ -142,4 +151,4 @@ class PrefixLowerings:
             run_files,
             lambda: run_run(runtime, program, run_files[1], directory),
         )
-        return directory / ArtifactName.RUN_OUTPUTS
+        return directory / ArtifactName.RUN_OUTPUTS, reused

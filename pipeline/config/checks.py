@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from pipeline.config.backend_option import check_backend_class
 from pipeline.config.op_override_checks import check_override_support
@@ -162,6 +162,23 @@ def check_executorch_generation(cfg: DictConfig) -> None:
         )
 
 
+def check_observe_bisect(cfg: DictConfig) -> None:
+    """runtime.observe=bisect judges prefixes by the expected-error rule, on one execution."""
+    if str(OmegaConf.select(cfg, "runtime.observe", default="off")) != "bisect":
+        return
+    if str(cfg.analyze.verdict_rule) != "expected":
+        raise ConfigValueError(
+            "runtime.observe=bisect judges each prefix by its expected error: it needs "
+            f"analyze.verdict_rule=expected (got {cfg.analyze.verdict_rule}); drop "
+            "analyze.verdict_rule=threshold or runtime.observe=bisect"
+        )
+    if cfg.runtime.generate.get("prompt_tokens") is not None:
+        raise ConfigValueError(
+            "runtime.observe=bisect does not bisect a generation (runtime.generate.*): its "
+            "steps are analysed step by step already; drop one of the two"
+        )
+
+
 def check_config(cfg: DictConfig, stages: list[str]) -> None:
     """Every check a schema cannot express, for the selected stages; raises ConfigValueError."""
     if "lower" in stages:
@@ -176,4 +193,5 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_generation(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)
+        check_observe_bisect(cfg)
         check_executorch_generation(cfg)

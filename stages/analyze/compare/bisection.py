@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +30,9 @@ from stages.handover.samples import load_samples
 
 log = logging.getLogger(__name__)
 
-# (cut directory, original op name -> its name in the cut) -> the cut's run_outputs.pt.
-PrefixLowerings = Callable[[Path, dict[str, str]], Path]
+# (cut directory, original op name -> its name in the cut) -> (the cut's run_outputs.pt,
+# whether its lowering was reused from the stage cache).
+PrefixLowerings = Callable[[Path, dict[str, str]], tuple[Path, bool]]
 # summary.json's first-divergence value of `found_by` for an op bisection named.
 FOUND_BY = "bisection"
 
@@ -42,6 +44,7 @@ class Bisection:
     segment: list[str]
     op: str | None = None
     lowerings: int = 0
+    reused: int = 0  # lowerings the stage cache held already
     cuts: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
 
@@ -50,6 +53,7 @@ class Bisection:
             "op": self.op,
             "found_by": FOUND_BY,
             "lowerings": self.lowerings,
+            "lowerings_reused": self.reused,
             "segment_ops": len(self.segment),
             "cuts": self.cuts,
             "note": self.note,
@@ -69,11 +73,13 @@ class BisectInputs:
     lower_and_run: PrefixLowerings
 
 
-def _judge(inputs: BisectInputs, segment: list[torch.fx.Node], k: int) -> PrefixJudgement:
-    """Cut after op k, lower and run it, judge its outputs."""
+def _judge(
+    inputs: BisectInputs, segment: list[torch.fx.Node], k: int
+) -> tuple[PrefixJudgement, bool]:
+    """Cut after op k, lower and run it, judge its outputs; and whether the lowering was reused."""
     directory = inputs.work_dir / f"prefix-{k:04d}-{segment[k].name}"
     cut: PrefixProgram = write_prefix(inputs.program, inputs.samples, segment, k, directory)
-    outputs = inputs.lower_and_run(directory, cut.names)
+    outputs, reused = inputs.lower_and_run(directory, cut.names)
     program = load_exported_program(directory / ArtifactName.EXPORTED_PROGRAM)
     return judge_prefix(
         program,
@@ -82,13 +88,15 @@ def _judge(inputs: BisectInputs, segment: list[torch.fx.Node], k: int) -> Prefix
         load_samples(outputs),
         inputs.precision,
         inputs.budget,
-    )
+    ), reused
 
 
-def search(n: int, diverges: Callable[[int], bool]) -> int | None:
+def search(n: int, diverges: Callable[[int], bool], check_whole: bool = False) -> int | None:
     """The smallest k in [0, n) with diverges(k), assuming a prefix that diverges stays so; the
-    whole segment (k = n-1) is assumed to diverge and checked only when the search ends there;
-    None when it does not diverge at all."""
+    whole segment (k = n-1) is checked first with `check_whole`, else assumed to diverge and
+    checked only when the search ends there; None when it does not diverge at all."""
+    if check_whole and not diverges(n - 1):
+        return None
     low, high = -1, n - 1  # diverges(low) is False (no op), diverges(high) assumed
     while high - low > 1:
         middle = (low + high) // 2
@@ -101,17 +109,25 @@ def search(n: int, diverges: Callable[[int], bool]) -> int | None:
     return high
 
 
-def bisect_segment(inputs: BisectInputs, names: Sequence[str]) -> Bisection:
-    """The first op of `names` (in graph order) whose prefix diverges, with the lowerings spent."""
-    by_name = {n.name: n for n in inputs.program.graph.nodes if n.op == "call_function"}
-    segment = [by_name[name] for name in names if name in by_name]
+def bisect_segment(
+    inputs: BisectInputs, names: Sequence[str], check_whole: bool = False
+) -> Bisection:
+    """The first op of `names` (in graph order) whose prefix diverges, with the lowerings spent
+    (`check_whole`: the whole segment is not known to diverge: lowered first)."""
+    wanted = set(names)
+    segment = [
+        n
+        for n in inputs.program.graph.nodes
+        if n.op == "call_function" and n.name in wanted and n.target is not operator.getitem
+    ]
     found = Bisection([n.name for n in segment])
     judged: dict[int, PrefixJudgement] = {}
 
     def diverges(k: int) -> bool:
         if k not in judged:
-            judged[k] = _judge(inputs, segment, k)
+            judged[k], reused = _judge(inputs, segment, k)
             found.lowerings += 1
+            found.reused += int(reused)
             verdict = judged[k]
             found.cuts.append(
                 {
@@ -129,11 +145,14 @@ def bisect_segment(inputs: BisectInputs, names: Sequence[str]) -> Bisection:
     if not segment:
         found.note = "no op of the segment is in the reference program: nothing to bisect"
         return found
-    k = search(len(segment), diverges)
+    k = search(len(segment), diverges, check_whole)
     if k is None:
         found.note = (
-            "no prefix of the segment diverges when fed the reference's inputs: its divergence "
-            "comes from the values it was fed, not from an op inside it"
+            "the segment does not diverge when fed the reference's inputs: its outputs stay "
+            "within the error its precision should cost"
+            if check_whole
+            else "no prefix of the segment diverges when fed the reference's inputs: its "
+            "divergence comes from the values it was fed, not from an op inside it"
         )
         return found
     found.op = segment[k].name

@@ -34,6 +34,7 @@ def program_divergence(
         return
     entry = _op_entry(index, bisection.op) or {"op": bisection.op, "debug_handle": None}
     handle = entry.get("debug_handle")
+    cut = next((c for c in bisection.cuts if c["after_op"] == bisection.op), {})
     summary["verdict"] = "fail"
     summary["verdict_reason"] = (
         "the run logged no intermediate outputs; runtime.observe=bisect lowered prefixes of the "
@@ -47,6 +48,8 @@ def program_divergence(
         "status": "ok",
         **{key: entry.get(key, "") for key in BLAME_KEYS},
         "narrowed": True,
+        # The prefix ending at the op: its worst output's excess over expected error.
+        "bisect_excess_db": cut.get("worst_excess_db"),
         "found_by": bisection.record()["found_by"],
         "lowerings": bisection.lowerings,
         "note": bisection.note,

@@ -67,7 +67,7 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
         # One figure per op: with an error budget, the observed SNR below is the one judged.
         figure = (
             ""
-            if not exact and first.get("excess_db") is not None
+            if (not exact and first.get("excess_db") is not None) or first.get("bisect_excess_db")
             else f"local {'mismatches' if exact else metric} {_num(local)}, "
         )
         lines.append(
@@ -75,9 +75,15 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
             f"{figure}status {first.get('status')})"
         )
         if first.get("found_by"):  # runtime.observe=bisect named the op inside the group
+            excess = first.get("bisect_excess_db")
             lines.append(
                 f"   op {first.get('op')}: found by {first['found_by']}, "
                 f"{first.get('lowerings', 0)} lowerings"
+                + (
+                    f" (its prefix exceeds its expected error by {_num(excess)} dB)"
+                    if excess
+                    else ""
+                )
             )
         if first.get("step_kind"):  # a generation: the step it diverged in
             lines.append(f"   in generation step {first['step']} ({first['step_kind']})")

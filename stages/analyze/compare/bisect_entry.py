@@ -60,7 +60,7 @@ def bisect_segment_of(
     if row is not None:
         for m in linked.index.maps:
             whole = m.partition_id in linked.map_check.whole_partitions
-            if whole and m.delegated_handles == tuple(row.handles):
+            if whole and set(m.delegated_handles) == set(row.handles):  # ExecuTorch repeats
                 ops = _ops_of(program, set(m.delegated_handles))
                 return Segment(f"partition {m.partition_id}", m.partition_id, ops)
         return None

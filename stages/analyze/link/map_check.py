@@ -281,8 +281,9 @@ def whole_partition_divergence(
         return None
     handles = tuple(first.get("debug_handles", ()))
     for m in index.maps:
-        if m.partition_id in check.whole_partitions and m.delegated_handles == handles:
-            ops = partition_ops(index, m.delegated_handles)
+        # As sets: ExecuTorch's delegated handles keep its repeats (1, 2, 2, 3, ...).
+        if m.partition_id in check.whole_partitions and set(m.delegated_handles) == set(handles):
+            ops = partition_ops(index, sorted(set(m.delegated_handles)))
             found = (bisected or {}).get("op")
             blamed = next((o for o in ops if o["op"] == found), None) if found else None
             head = blamed or (ops[0] if ops else {})

@@ -89,7 +89,9 @@ def test_the_cut_outputs_every_value_it_hands_on(
     assert [n.name for n in cut_ops(program)] == list(names.values())
 
 
-def _judge(directory: Path, runtime: list[list[torch.Tensor]], precision: str) -> tuple[bool, float]:
+def _judge(
+    directory: Path, runtime: list[list[torch.Tensor]], precision: str
+) -> tuple[bool, float]:
     program = load_exported_program(directory / ArtifactName.EXPORTED_PROGRAM)
     verdict = judge_prefix(
         program,

@@ -114,5 +114,5 @@ def test_lowerings_are_reused_from_the_stage_cache(runs: Runs) -> None:
 
 def test_bisect_needs_the_expected_error_rule(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [*FAST, "analyze.verdict_rule=threshold"])
-    with pytest.raises(ConfigValueError, match="analyze.verdict_rule=expected"):
+    with pytest.raises(ConfigValueError, match=r"analyze\.verdict_rule=expected"):
         run_pipeline(cfg, print_summary=False)

@@ -26,7 +26,7 @@ def test_search_finds_the_first_diverging_prefix_in_log_n_judgements(n: int) -> 
     for first in sorted({0, n // 3, n - 1}):
         asked: list[int] = []
 
-        def diverges(k: int, first: int = first) -> bool:
+        def diverges(k: int, first: int = first, asked: list[int] = asked) -> bool:
             asked.append(k)
             return k >= first
 

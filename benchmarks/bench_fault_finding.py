@@ -2,6 +2,8 @@
 
     python benchmarks/bench_fault_finding.py              # tiny zoo configs, every model
     python benchmarks/bench_fault_finding.py --limit 20   # the first 20 faults only
+    python benchmarks/bench_fault_finding.py --observe bisect --models mlp \
+        --backends executorch_xnnpack,qnn                 # runtime.observe=bisect (below)
 
 First the clean runs (every tiny zoo model × xnnpack, qnn × fp32, fp16, int8, and portable fp32):
 false alarms, and the lowest clean local SNR per precision (what thresholds must stay under).
@@ -12,6 +14,12 @@ cond branch that ran, the cond itself and topk (two outputs); each target gets e
 over the suite. Each fault is counted as exact (first divergence is that op), fused-group (a
 kernel holding it), wrong, missed, no-op (the lower stage or analysis warned that the fault
 changes nothing) or crashed. Outcomes are counted, not timed.
+
+`--observe bisect`: per model, backend and precision, a clean run and a fault (scale 1.5) on the
+middle op of the exported program, with runtime.observe=bisect and nothing logged inside
+partitions (emulated backends: runtime.debug_level=program_outputs; ExecuTorch's XNNPACK logs
+only its calls' outputs, and nothing at fp16). Counts false alarms, faults named by bisection
+(exact, or the fused kernel) and the lowerings each took.
 """
 
 from __future__ import annotations
@@ -155,9 +163,78 @@ def main(limit: int | None) -> int:
     return 0
 
 
+def _middle_op(run_dir: Path) -> str:
+    """The middle top-level op of the run's exported program (a fault target inside it)."""
+    from stages.export.subgraph_cut import cut_ops
+    from stages.handover.exported_program import load_exported_program
+
+    ops = cut_ops(load_exported_program(run_dir / "exported.pt2"))
+    return ops[len(ops) // 2].name
+
+
+def _bisect_outcome(summary: dict[str, Any], target: str | None) -> str:
+    """clean: pass / not_evaluated, or a false alarm; faulted: exact, fused-group, wrong, missed."""
+    first = summary["first_divergence"]
+    if target is None:
+        return "false-alarm" if summary["verdict"] == "fail" else "clean"
+    if first is None:
+        return "missed"
+    if first.get("op", first["op_names"][0] if len(first["op_names"]) == 1 else None) == target:
+        return "exact"
+    return "fused-group" if target in first["op_names"] and not first.get("op") else "wrong"
+
+
+def bisect_suite(models: list[str], backends: list[str], limit: int | None) -> int:
+    """Clean and faulted runs under runtime.observe=bisect; outcomes and lowerings printed."""
+    root = Path(tempfile.mkdtemp(prefix="bench_bisect_"))
+    outcomes: Counter[str] = Counter()
+    runs = [(m, b, p) for m in models for b in backends for p in PRECISIONS]
+    for model, backend, precision in runs[:limit]:
+        base = [
+            *TINY_MODEL_OVERRIDES[model],
+            f"backend={backend}",
+            f"backend.precision={precision}",
+        ]
+        base += ["runtime.observe=bisect", "analyze.fail_exit_code=false"]
+        if not backend.startswith("executorch_"):
+            base.append("runtime.debug_level=program_outputs")
+        label = f"{model}-{backend}-{precision}"
+        try:
+            clean_dir = _run(root, f"clean-{label}", base)
+            target = _middle_op(clean_dir)
+            fault = [f"backend.fault.node={target}", "backend.fault.value=1.5"]
+            for name, run_dir, aimed in (
+                ("clean", clean_dir, None),
+                ("fault", _run(root, f"fault-{label}", [*base, *fault]), target),
+            ):
+                summary = _summary(run_dir)
+                outcome = _bisect_outcome(summary, aimed)
+                bisection = summary.get("bisection") or {}
+                outcomes[outcome] += 1
+                print(
+                    f"{label} {name}{f' on {aimed}' if aimed else ''}: {outcome} "
+                    f"(verdict {summary['verdict']}, bisection op {bisection.get('op')}, "
+                    f"{bisection.get('lowerings', 0)} lowerings, "
+                    f"{bisection.get('lowerings_reused', 0)} reused)",
+                    flush=True,
+                )
+        except Exception as exc:  # a crash is an outcome to count
+            outcomes["crashed"] += 1
+            print(f"{label}: crashed ({type(exc).__name__}: {exc})", flush=True)
+            traceback.print_exc(limit=1)
+    print("bisect: " + ", ".join(f"{k} {outcomes[k]}" for k in sorted(outcomes)))
+    return 0
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--limit", type=int, help="run only the first LIMIT faults")
-    sys.exit(main(parser.parse_args().limit))
+    parser.add_argument("--limit", type=int, help="run only the first LIMIT faults (runs)")
+    parser.add_argument("--observe", choices=("off", "bisect"), default="off")
+    parser.add_argument("--models", default="mlp", help="bisect: comma-separated tiny zoo models")
+    parser.add_argument("--backends", default="qnn", help="bisect: comma-separated backends")
+    args = parser.parse_args()
+    if args.observe == "bisect":
+        sys.exit(bisect_suite(args.models.split(","), args.backends.split(","), args.limit))
+    sys.exit(main(args.limit))

@@ -32,11 +32,22 @@ def _like(value: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
         return value
 
 
+def _same_kind(value: torch.Tensor, ref: torch.Tensor) -> bool:
+    """Same shape, and both floating point or both not."""
+    shaped = tuple(value.shape) == tuple(ref.shape)
+    return shaped and value.is_floating_point() == ref.is_floating_point()
+
+
 def _stand_in(value: Value, ref: Any, lists: bool = True) -> Any:
     """`value` laid out like the reference value `ref` when shapes make the match certain (with
     `lists`, also a list of values for a multi-output op's tuple or list), else None."""
     if isinstance(ref, torch.Tensor) and isinstance(value, torch.Tensor):
         return _like(value, ref) if tuple(ref.shape) == tuple(value.shape) else None
+    if isinstance(ref, torch.Tensor) and isinstance(value, list):
+        # One reference output, several runtime ones (ExecuTorch's native_layer_norm for
+        # aten.layer_norm: value, mean, rstd): the only one of the reference's shape and kind.
+        same = [v for v in value if isinstance(v, torch.Tensor) and _same_kind(v, ref)]
+        return _like(same[0], ref) if len(same) == 1 else None
     if (
         lists
         and isinstance(ref, tuple | list)

@@ -145,7 +145,16 @@ def bisect_segment(
     if not segment:
         found.note = "no op of the segment is in the reference program: nothing to bisect"
         return found
-    k = search(len(segment), diverges, check_whole)
+    try:
+        k = search(len(segment), diverges, check_whole)
+    except Exception as exc:  # a prefix the exporter or backend cannot take: say so, go on
+        log.warning("[analyze] bisection stopped: %s: %s", type(exc).__name__, exc)
+        found.note = (
+            f"bisection stopped after {found.lowerings} lowerings: a prefix could not be cut, "
+            f"lowered or run ({type(exc).__name__}: {str(exc)[:300]}); the analysis stands "
+            "without it"
+        )
+        return found
     if k is None:
         found.note = (
             "the segment does not diverge when fed the reference's inputs: its outputs stay "

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from stages.analyze.compare.bisection import search
+from stages.analyze.compare.bisection import BisectInputs, bisect_segment, search
 from stages.analyze.compare.prefix_judgement import _walk, expected_outputs, judge_prefix
 from stages.export.exporter import export_model
 from stages.export.prefix_cut import write_prefix
@@ -134,3 +134,23 @@ def test_fp32_exact_outputs_pass_and_a_missing_output_diverges(
     assert _judge(directory, [s[:1] for s in exact], "fp32")[0] is True
     half = [[t.half() for t in sample] for sample in exact]  # a half runtime's outputs
     assert _judge(directory, half, "fp16")[0] is False
+
+
+def test_a_prefix_that_cannot_be_lowered_stops_bisection_without_failing(tmp_path: Path) -> None:
+    program = export_model(
+        _Net().eval(),
+        (torch.randn(4, 16),),
+        strict=False,
+        decompose=False,
+        model_name="net",
+        error_log=tmp_path / "error.log",
+    )
+
+    def refuses(directory: Path, names: dict[str, str]) -> tuple[Path, bool]:
+        raise RuntimeError("the backend refuses this prefix")
+
+    inputs = BisectInputs(
+        program, [(torch.randn(4, 16),)], "fp32", (6.0, 1.0), tmp_path / "cuts", refuses
+    )
+    found = bisect_segment(inputs, [n.name for n in cut_ops(program)])
+    assert found.op is None and "refuses this prefix" in found.note

@@ -28,6 +28,8 @@ _FAULT_OPS: dict[str, Any] = {
 
 
 FAULT_META = "delegate_debugger_fault"
+# Every other op's name before the re-export (custom meta, as the fault op's).
+NAME_META = "delegate_debugger_name"
 
 
 class ExecuTorchFaultError(ValueError):
@@ -89,17 +91,32 @@ def insert_fault(
     fault.meta = {k: v for k, v in anchor.meta.items() if k in ("val", "stack_trace")}
     fault.meta["nn_module_stack"] = dict(node.meta.get("nn_module_stack", {}))
     fault.meta["custom"] = {FAULT_META: fault.name}  # torch.export keeps it, not the name
+    for other in graph.nodes:  # a re-export numbers the ops after the fault one further on
+        if other.op == "call_function" and other is not fault:
+            other.meta["custom"] = {**(other.meta.get("custom") or {}), NAME_META: other.name}
     graph.lint()
     program.graph_module.recompile()
     return program
 
 
 def name_fault_ops(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """The fault op named again after a re-export (int8, fp16) renamed it after its op."""
+    """The fault op, and the ops after it, named again after a re-export (int8, fp16) named
+    them by their op (the fault's `mul` took the name of the next `mul`, which moved on): the
+    analysis matches the lowered program's ops to the fp32 program's by name."""
+    renames = []
     for node in program.graph_module.graph.nodes:
-        wanted = (node.meta.get("custom") or {}).get(FAULT_META)
+        custom = node.meta.get("custom") or {}
+        wanted = custom.get(FAULT_META, custom.get(NAME_META))
         if isinstance(wanted, str) and node.name != wanted:
-            old, node.name = node.name, wanted
-            _rename_output(program, old, wanted)
+            renames.append((node, node.name, wanted))
+    moving = {node for node, _, _ in renames}
+    kept = {n.name for n in program.graph_module.graph.nodes if n not in moving}
+    renames = [r for r in renames if r[2] not in kept]  # never two nodes of one name
+    for index, (node, old, _) in enumerate(renames):  # two steps: no name is held twice
+        node.name = f"{old}__renaming_{index}"
+        _rename_output(program, old, node.name)
+    for node, _, wanted in renames:
+        old, node.name = node.name, wanted
+        _rename_output(program, old, wanted)
     program.graph_module.recompile()
     return program

@@ -163,8 +163,14 @@ def check_executorch_generation(cfg: DictConfig) -> None:
 
 
 def check_observe_bisect(cfg: DictConfig) -> None:
-    """runtime.observe=bisect judges prefixes by the expected-error rule, on one execution."""
-    if str(OmegaConf.select(cfg, "runtime.observe", default="off")) != "bisect":
+    """runtime.observe=bisect judges prefixes by the expected-error rule, on one execution;
+    `tap` is refused in this build (branch `tap` implements it: merging drops this refusal)."""
+    mode = str(OmegaConf.select(cfg, "runtime.observe", default="off"))
+    if mode == "tap":
+        raise ConfigValueError(
+            "runtime.observe=tap: not available in this build; choose off, bisect"
+        )
+    if mode != "bisect":
         return
     if str(cfg.analyze.verdict_rule) != "expected":
         raise ConfigValueError(
@@ -191,7 +197,7 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_run_budget(cfg)
     if "export" in stages or "run" in stages:
         check_generation(cfg)
+    check_observe_bisect(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)
-        check_observe_bisect(cfg)
         check_executorch_generation(cfg)

@@ -5,20 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from stages.closed_sets import ObserveMode
+
 
 class RuntimeName(StrEnum):
     """The runtimes the run stage has (`runtime.name`)."""
 
     emulated = "emulated"
-
-
-class ObserveMode(StrEnum):
-    """How values inside delegates that log only their calls' outputs are observed
-    (`runtime.observe`): `off`, or `bisect` (the analysis lowers prefixes of a partition that
-    diverges as a whole and finds its first divergent op: stages.analyze.compare.bisection)."""
-
-    off = "off"
-    bisect = "bisect"
 
 
 class DebugLevel(StrEnum):
@@ -80,5 +73,7 @@ class RuntimeConfig:
     # ("Unable to find populated event") though its parser reads them: turn off for its Inspector.
     track_allocations: bool = False  # ExecuTorch 1.5.1's Inspector cannot open them
     filter: EventFilterConfig = field(default_factory=EventFilterConfig)
+    # Values inside an executorch_* backend's delegates: `tap` instruments the program so they
+    # come back as extra program outputs (docs/executorch_interop.md); `off`: what it logs.
     observe: ObserveMode = ObserveMode.off
     generate: GenerateConfig = field(default_factory=GenerateConfig)

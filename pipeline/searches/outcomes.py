@@ -28,6 +28,7 @@ class TrialOutcome:
     delegated_ops: list[str] = field(default_factory=list)
     error: str = ""
     resumed: bool = False
+    seconds: float | None = None  # wall clock of the trial's job (its batch's share)
 
     @property
     def failed(self) -> bool:

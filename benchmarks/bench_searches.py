@@ -103,9 +103,12 @@ def _holds(kind: str, found: dict, args: list[str], cwd: Path) -> bool:
 
 def later_trial_seconds(found: dict) -> float | None:
     """Median wall clock of the trials after the first (they reuse its export), as timed by the
-    search (search.json's trial_log), or None with fewer than two trials."""
+    search (search.json's trial_log); the proving re-run (cache=false, cold) left out. None when
+    there is no such trial."""
     seconds = sorted(
-        t["seconds"] for t in found.get("trial_log", [])[1:] if t.get("seconds") is not None
+        t["seconds"]
+        for t in found.get("trial_log", [])[1:]
+        if t.get("seconds") is not None and "cache=false" not in t["overrides"]
     )
     return round(seconds[len(seconds) // 2], 2) if seconds else None
 

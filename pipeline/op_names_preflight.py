@@ -5,7 +5,8 @@ The names are only known after the export. The check takes them from the stage c
 export when it holds this fingerprint; otherwise it runs the export stage once into the cache
 (a private one under `cache=false`) in a scratch directory, and the run's export stage then
 reuses that result: nothing is exported twice, and a refused command leaves no run directory
-and no MLflow run.
+and no MLflow run. An export that fails here is left to the run's export stage, which fails as
+any stage does (tracked, with the command that resumes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from omegaconf import DictConfig
 
 from pipeline.cache.stage_cache import StageCache
 from pipeline.config.op_override_checks import check_op_names_in
+from pipeline.errors import PipelineError
 from pipeline.outcomes import StageOutcome
 from pipeline.stage_registry import STAGES
 from stages.formats.artifacts import ArtifactName
@@ -85,7 +87,12 @@ def check_op_names_before_stages(
     cached = found.export_cache.lookup("export", digest)
     if cached is None:
         log.info("[export] run before the other stages: the options name ops of its program")
-        found.export = run_stage("export", cfg, scratch, found.export_cache)
+        try:
+            found.export = run_stage("export", cfg, scratch, found.export_cache)
+        except PipelineError:  # the run's own export stage fails again, tracked and reported
+            log.debug("[export] failed before the other stages; the run's export stage reports it")
+            found.close()
+            return Preflight(cache, [])
         cached = found.export_cache.lookup("export", digest)
     if cached is None:  # only when the entry vanished at once (another process cleaned it)
         raise RuntimeError(f"the export stage's cache entry {digest} vanished")

@@ -128,18 +128,8 @@ def bisect_segment(
             judged[k], reused = _judge(inputs, segment, k)
             found.lowerings += 1
             found.reused += int(reused)
-            verdict = judged[k]
-            found.cuts.append(
-                {
-                    "after_op": segment[k].name,
-                    "ops": k + 1,
-                    "diverged": verdict.diverged,
-                    "worst_excess_db": verdict.worst_excess_db
-                    if math.isfinite(verdict.worst_excess_db)
-                    else str(verdict.worst_excess_db),
-                }
-            )
-            log.info("[analyze] bisection: ops 0..%d (%s): %s", k, segment[k].name, verdict)
+            found.cuts.append(_cut_record(segment[k].name, k, judged[k]))
+            log.info("[analyze] bisection: ops 0..%d (%s): %s", k, segment[k].name, judged[k])
         return judged[k].diverged
 
     if not segment:
@@ -155,21 +145,38 @@ def bisect_segment(
             "without it"
         )
         return found
-    if k is None:
-        found.note = (
+    found.op = segment[k].name if k is not None else None
+    found.note = _note(found, [n.name for n in segment[: (k or 0) + 1]], k, check_whole)
+    return found
+
+
+def _cut_record(op: str, k: int, verdict: PrefixJudgement) -> dict[str, Any]:
+    """One judged cut, for summary.json's `bisection.cuts`."""
+    excess = verdict.worst_excess_db
+    return {
+        "after_op": op,
+        "ops": k + 1,
+        "diverged": verdict.diverged,
+        "worst_excess_db": excess if math.isfinite(excess) else str(excess),
+    }
+
+
+def _note(found: Bisection, prefix: list[str], k: int | None, check_whole: bool) -> str:
+    """What the search concluded, in a sentence."""
+    if k is None and check_whole:
+        return (
             "the segment does not diverge when fed the reference's inputs: its outputs stay "
             "within the error its precision should cost"
-            if check_whole
-            else "no prefix of the segment diverges when fed the reference's inputs: its "
-            "divergence comes from the values it was fed, not from an op inside it"
         )
-        return found
-    found.op = segment[k].name
-    found.note = (
-        f"found by bisection, {found.lowerings} lowerings: ops up to {segment[k - 1].name} stay "
-        f"within the error the precision accumulates; with {found.op} the prefix diverges"
-        if k > 0
-        else f"found by bisection, {found.lowerings} lowerings: the segment's first op "
-        f"{found.op} alone diverges"
+    if k is None:
+        return (
+            "no prefix of the segment diverges when fed the reference's inputs: its divergence "
+            "comes from the values it was fed, not from an op inside it"
+        )
+    said = f"found by bisection, {found.lowerings} lowerings"
+    if k == 0:
+        return f"{said}: the segment's first op {found.op} alone diverges"
+    return (
+        f"{said}: ops up to {prefix[-2]} stay within the error the precision accumulates; "
+        f"with {found.op} the prefix diverges"
     )
-    return found

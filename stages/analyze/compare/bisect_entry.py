@@ -51,6 +51,21 @@ def _ops_of(program: Any, handles: set[int]) -> list[str]:
     ]
 
 
+def _divergent_group(linked: Linked, program: Any, handles: set[int]) -> Segment | None:
+    """The first divergence's group when its partitions were compared as a whole: one whole
+    partition, or a group spanning several (handle sets that overlap across partitions)."""
+    whole = linked.map_check.whole_partitions
+    touched = [m for m in linked.index.maps if handles & set(m.delegated_handles)]
+    if not touched or any(m.partition_id not in whole for m in touched):
+        return None  # some partition logged its own ops' outputs: nothing hidden to bisect
+    for m in touched:
+        if set(m.delegated_handles) == handles:  # as sets: ExecuTorch repeats handles
+            ops = _ops_of(program, handles)
+            return Segment(f"partition {m.partition_id}", m.partition_id, ops)
+    ids = ", ".join(str(m.partition_id) for m in touched)
+    return Segment(f"group of partitions {ids}", None, _ops_of(program, handles))
+
+
 def bisect_segment_of(
     linked: Linked, program: ExportedProgram, verdict: Verdict, found: Gaps
 ) -> Segment | None:
@@ -58,12 +73,7 @@ def bisect_segment_of(
     logged to compare; None when neither (nothing to bisect)."""
     row = verdict.first_divergence
     if row is not None:
-        for m in linked.index.maps:
-            whole = m.partition_id in linked.map_check.whole_partitions
-            if whole and set(m.delegated_handles) == set(row.handles):  # ExecuTorch repeats
-                ops = _ops_of(program, set(m.delegated_handles))
-                return Segment(f"partition {m.partition_id}", m.partition_id, ops)
-        return None
+        return _divergent_group(linked, program, set(row.handles))
     if verdict.status != NOT_EVALUATED or found.not_evaluated is None or found.rows:
         return None
     graph = program.graph.nodes

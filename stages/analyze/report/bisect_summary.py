@@ -25,12 +25,34 @@ def _op_entry(index: ProgramIndex, op: str) -> dict[str, Any] | None:
     return None
 
 
+def group_divergence(
+    summary: dict[str, Any], segment: Segment, bisection: Bisection, index: ProgramIndex
+) -> None:
+    """A first-divergence group spanning several whole partitions, bisected to an op: blamed
+    on that op's line and module."""
+    first = summary.get("first_divergence")
+    if first is None or bisection.op is None:
+        return
+    entry = _op_entry(index, bisection.op) or {}
+    first.update({key: entry.get(key, "") for key in BLAME_KEYS})
+    first.update(
+        op=bisection.op,
+        narrowed=True,
+        found_by=bisection.record()["found_by"],
+        lowerings=bisection.lowerings,
+        note=f"{segment.scope} compared as a whole; {bisection.note}",
+    )
+
+
 def program_divergence(
     summary: dict[str, Any], segment: Segment, bisection: Bisection, index: ProgramIndex
 ) -> None:
     """A whole program bisected to an op: that op is the first divergence and the verdict FAILs
     (no intermediate output was logged, so nothing else could be compared)."""
     if segment.partition_id is not None or bisection.op is None:
+        return
+    if segment.scope != "program":
+        group_divergence(summary, segment, bisection, index)
         return
     entry = _op_entry(index, bisection.op) or {"op": bisection.op, "debug_handle": None}
     handle = entry.get("debug_handle")

@@ -101,6 +101,8 @@ def write_prefix(
     outputs = _frontier(prefix)
     module, inputs = _graph_module(prefix, outputs, _constants(program))
     cut_samples: Samples = _samples(program, samples, inputs) if inputs else [() for _ in samples]
+    # A captured value may be a view (a transpose's); runtimes take contiguous inputs.
+    cut_samples = [tuple(t.contiguous() for t in sample) for sample in cut_samples]
     directory.mkdir(parents=True, exist_ok=True)
     cut = export_model(
         module,

@@ -28,6 +28,7 @@ from stages.analyze.generation.summary import add_generation, generation_metrics
 from stages.analyze.link.event_table import event_record
 from stages.analyze.link.linked_files import Linked, load_and_link, method_event_rows
 from stages.analyze.report.graph_outputs import write_graph_outputs
+from stages.analyze.report.instrumentation import INSTRUMENTATION_KEY, instrumentation_record
 from stages.analyze.report.stage_files import write_plots, write_summary_and_report, write_tables
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record
 from stages.analyze.report.summary_facts import headline_metrics, link_facts, trace_gaps
@@ -198,6 +199,7 @@ def run_analyze(
     pte: Path | None = None,
     step_inputs: Path | None = None,
     generation_file: Path | None = None,
+    instrumentation: Path | None = None,
 ) -> AnalyzeArtifacts:
     """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (and
     a generation's per-step analysis: stages.analyze.generation)."""
@@ -223,6 +225,8 @@ def run_analyze(
     summary = _summary(cfg, files, linked, (event_rows, events, gaps), found, verdict)
     accuracy_metric = metric_comparator(comparators, cfg.gap_metric)
     summary[ACCURACY_KEY] = run_accuracy(linked.inputs, accuracy_metric, cfg.accuracy_budget)
+    if instrumentation is not None:  # runtime.observe=tap (stages.run.executorch_taps)
+        summary[INSTRUMENTATION_KEY] = instrumentation_record(instrumentation, index, gaps)
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = write_plots(run_dir, summary, events, gaps, cfg.top_k)
     plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot

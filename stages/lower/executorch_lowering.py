@@ -7,11 +7,13 @@ so the analysis reads it like any ExecuTorch user's. Needs the executorch extra.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
 from typing import Any
 
+from stages.closed_sets import ObserveMode
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch_program import executorch_precisions
@@ -30,6 +32,7 @@ from stages.lower.executorch_precision import (
     as_runtime_inputs,
     program_at_precision,
 )
+from stages.lower.executorch_tap import ExecuTorchTapError, lower_tapped
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
@@ -90,10 +93,31 @@ def _shipped_program(
         raise ExecuTorchLoweringError(str(exc)) from exc
 
 
+def _partitioners(backend: BackendConfig) -> list[Any]:
+    """The backend's partitioners, `backend.keep_off` ops left out of them."""
+    make_partitioners = callable_target(
+        {"_target_": backend._target_},
+        "backend",
+        ExecuTorchLoweringError,
+        "package.module.function` returning a list of ExecuTorch partitioners",
+    )
+    partitioners = make_partitioners()
+    keep_off = frozenset(str(n) for n in backend.keep_off)
+    if keep_off:  # names were checked against the program before lowering (op_overrides)
+        partitioners = [keep_off_partitioner(p, keep_off) for p in partitioners]
+    return list(partitioners)
+
+
 def lower_with_executorch(
-    backend: BackendConfig, exported_program: Path, inputs: Path, run_dir: Path, model_name: str
-) -> tuple[Path, Path, Path, dict[str, float]]:
-    """Write program.pte, lowering.json and ExecuTorch's ETRecord; (paths..., metrics)."""
+    backend: BackendConfig,
+    exported_program: Path,
+    inputs: Path,
+    run_dir: Path,
+    model_name: str,
+    observe: str = ObserveMode.off,
+) -> tuple[Path, Path, Path, dict[str, float], tuple[Path, ...]]:
+    """Write program.pte, lowering.json and ExecuTorch's ETRecord (with `runtime.observe=tap`,
+    the instrumented program and taps.json too); (paths..., metrics, tap files)."""
     _check_config(backend)
     try:
         from executorch.exir import to_edge_transform_and_lower
@@ -101,27 +125,39 @@ def lower_with_executorch(
         raise ExecuTorchLoweringError(
             f"backend={backend.name} lowers with ExecuTorch: {EXECUTORCH_EXTRA}"
         ) from exc
-    make_partitioners = callable_target(
-        {"_target_": backend._target_},
-        "backend",
-        ExecuTorchLoweringError,
-        "package.module.function` returning a list of ExecuTorch partitioners",
-    )
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
     target, shipped = _shipped_program(backend, program, samples)
-    partitioners = make_partitioners()
+    to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
     keep_off = frozenset(str(n) for n in backend.keep_off)
-    if keep_off:  # names were checked against the program before lowering (op_overrides)
-        partitioners = [keep_off_partitioner(p, keep_off) for p in partitioners]
-    edge = to_edge_transform_and_lower(shipped, partitioner=partitioners, generate_etrecord=True)
+    edge = to_edge_transform_and_lower(
+        shipped, partitioner=_partitioners(backend), generate_etrecord=True
+    )
     executorch_program = edge.to_executorch()
     etrecord = executorch_program.get_etrecord()
-    etrecord.update_representative_inputs(
-        [as_runtime_inputs(s, str(backend.precision)) for s in samples]
-    )
+    runtime_samples = [as_runtime_inputs(s, str(backend.precision)) for s in samples]
+    etrecord.update_representative_inputs(runtime_samples)
     seconds = time.perf_counter() - started
+    tap_files: tuple[Path, ...] = ()
+    tap_metrics: dict[str, float] = {}
+    if to_tap is not None:
+        tap_started = time.perf_counter()
+        try:
+            *paths, tap_metrics = lower_tapped(
+                to_tap,
+                etrecord,
+                executorch_program.buffer,
+                _partitioners(backend),
+                runtime_samples,
+                run_dir,
+                to_edge_transform_and_lower,
+                str(backend.precision),
+            )
+        except ExecuTorchTapError as exc:
+            raise ExecuTorchLoweringError(str(exc)) from exc
+        tap_files = tuple(paths)
+        tap_metrics["tap_lowering_seconds"] = time.perf_counter() - tap_started
 
     program_path = run_dir / ArtifactName.EXECUTORCH_PROGRAM
     _write_bytes(program_path, executorch_program.buffer)
@@ -147,8 +183,9 @@ def lower_with_executorch(
         "lowering_seconds": seconds,
         "program_bytes": float(len(executorch_program.buffer)),
         "fault_injected": 1.0 if target is not None else 0.0,
+        **tap_metrics,
     }
-    return program_path, report_path, etrecord_path, metrics
+    return program_path, report_path, etrecord_path, metrics, tap_files
 
 
 def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str, Any]:

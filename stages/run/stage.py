@@ -59,6 +59,8 @@ class RunArtifacts:
     outputs: Path
     metrics: dict[str, float] = field(default_factory=dict)
     step_inputs: Path | None = None  # a generation's captured steps' inputs
+    # runtime.observe=tap: what instrumentation changed, which tapped values were refused.
+    instrumentation: Path | None = None
 
 
 def _level(table: Mapping[str, int], value: str, option: str) -> int:
@@ -161,8 +163,10 @@ def run_run(
     inputs: Path,
     run_dir: Path,
     generation: Path | None = None,
+    taps: tuple[Path, ...] = (),
 ) -> RunArtifacts:
-    """Warm up, time, capture intermediates apart; with generation.json, generate instead."""
+    """Warm up, time, capture intermediates apart; with generation.json, generate instead; with
+    `taps` (the instrumented program and taps.json), values inside delegates too."""
     debug_level = EventTracerDebugLogLevel(
         _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
     )
@@ -181,7 +185,7 @@ def run_run(
             if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
                 if generation is not None:
                     return _generate_executorch(runtime, debug_level, program, samples, generation)
-                return _run_executorch(runtime, debug_level, program, samples, run_dir)
+                return _run_executorch(runtime, debug_level, program, samples, run_dir, taps)
     tracer = EventTracer(
         debug_level=EventTracerDebugLogLevel.NO_LOGGING,
         profiling_level=profiling,
@@ -248,21 +252,29 @@ def _run_executorch(
     program: Path,
     samples: list[tuple[torch.Tensor, ...]],
     run_dir: Path,
+    taps: tuple[Path, ...] = (),
 ) -> RunArtifacts:
     """ExecuTorch's .pte in ExecuTorch's runtime, written in the same layout as ours."""
     from stages.run.executorch_runtime import run_program, write_run
+    from stages.run.executorch_taps import add_taps
 
     data = program.read_bytes()
     capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
     budget = _budget(runtime)
     run = run_program(data, str(program), samples, runtime.warmup, budget, capture)
+    instrumentation = None
+    if len(taps) == 2 and capture:
+        instrumentation = run_dir / ArtifactName.INSTRUMENTATION
+        run = add_taps(run, taps[0], taps[1], samples, instrumentation)
     etdump_path = run_dir / ArtifactName.ETDUMP
     debug_path = run_dir / ArtifactName.DEBUG_BUFFER
     etdump_bytes = write_run(run, data, etdump_path, debug_path)
     outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
     save_samples(run.outputs, outputs_path)
     metrics = _metrics(budget.done, run.etdump, etdump_bytes, debug_path.stat().st_size)
-    return RunArtifacts(etdump_path, debug_path, outputs_path, metrics=metrics)
+    return RunArtifacts(
+        etdump_path, debug_path, outputs_path, metrics=metrics, instrumentation=instrumentation
+    )
 
 
 def _run_generation(

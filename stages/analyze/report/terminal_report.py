@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
+from stages.analyze.report.instrumentation_line import instrumentation_line
 
 
 def _num(value: Any) -> str:
@@ -143,6 +144,9 @@ def format_terminal_report(summary_path: Path) -> str:
             f"delegated time share {_num(s.get('delegated_time_share'))}; "
             f"partitions {s.get('partitions')}"
         )
+    tapped = instrumentation_line(s.get("instrumentation"))
+    if tapped:
+        lines.append(tapped)
     lines.extend(_first_divergence_lines(s.get("first_divergence"), metric))
     findings = s.get("delegate_map_check") or []
     if findings:

@@ -139,9 +139,9 @@ def link_event(
         record = index.delegate_instructions.get(instruction_id)
         tapped = tap_identifier_handles(identifier)
         if tapped is not None and record is not None:  # runtime.observe=tap: the handles it names
-            handles = tuple(index.handle_attribution.get(h, h) for h in tapped)
+            remapped = tuple(index.handle_attribution.get(h, h) for h in tapped)
             return Link(
-                handles, True, record.backend_name, identifier, record.partition_id, TAP_LINK
+                remapped, True, record.backend_name, identifier, record.partition_id, TAP_LINK
             )
         candidates = [record] if record is not None else list(index.maps)
         for m in candidates:

@@ -17,6 +17,9 @@ from stages.formats.xnnpack_graph import XnnpackGraphError, is_xnnpack_payload, 
 from stages.lower.executorch_tap_points import delegate_instructions, handles_by_name
 
 Placement = dict[str, Any]
+# Nodes XNNPACK adds to hand a tapped value out in the program's layout and dtype (NHWC→NCHW,
+# a dtype conversion): copies of a value, no computation of the model's.
+COPY_KINDS = frozenset({"XNNStaticTranspose", "XNNConvert", "XNNCopy"})
 
 
 def _xnnpack_nodes(pte: bytes, where: str) -> list[list[tuple[str, int]]]:
@@ -79,13 +82,31 @@ def compare_programs(
         for i in range(max(len(shipped), len(instrumented)))
     ]
     differing = [p["partition"] for p in per_partition if p["shipped"] != p["instrumented"]]
+    copies = _added_copies(per_partition)
+    computing = [p for p in differing if p not in copies]
     return {
         "partitions": {"shipped": len(shipped), "instrumented": len(instrumented)},
         "xnnpack_nodes_per_partition": per_partition,
         "partitions_with_other_nodes": differing,
+        "copies_added": copies,
         "fusion_changed_ops": changed_ops,
         "fusion_changes": {
             n: {"shipped": plain_ops[n], "instrumented": tapped_ops[n]} for n in changed_ops
         },
-        "changed_what_ran": bool(differing or changed_ops or len(shipped) != len(instrumented)),
+        "changed_what_ran": bool(computing or changed_ops or len(shipped) != len(instrumented)),
     }
+
+
+def _added_copies(per_partition: list[dict[str, Any]]) -> dict[int, dict[str, int]]:
+    """Partitions whose only difference is added copy nodes (COPY_KINDS): partition → the
+    nodes added."""
+    found = {}
+    for item in per_partition:
+        shipped, instrumented = item["shipped"] or {}, item["instrumented"] or {}
+        if shipped == instrumented or item["shipped"] is None or item["instrumented"] is None:
+            continue
+        kinds = set(shipped) | set(instrumented)
+        added = {k: instrumented.get(k, 0) - shipped.get(k, 0) for k in kinds}
+        if all(k in COPY_KINDS and n >= 0 for k, n in added.items() if n):
+            found[item["partition"]] = {k: n for k, n in sorted(added.items()) if n}
+    return found

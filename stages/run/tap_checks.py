@@ -32,6 +32,7 @@ def dequantized(value: torch.Tensor, tap: dict[str, Any]) -> torch.Tensor:
 
 def finite_range(value: torch.Tensor) -> list[float] | None:
     """[min, max] of the finite elements, None without any."""
+    value = value.detach()
     finite = value[torch.isfinite(value)]
     return [float(finite.min()), float(finite.max())] if finite.numel() else None
 

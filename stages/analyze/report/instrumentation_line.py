@@ -22,6 +22,9 @@ def instrumentation_line(record: dict[str, Any] | None) -> str:
         if record.get("changed_what_ran")
         else "instrumentation changed nothing that ran"
     )
+    copies = sum(n for nodes in (record.get("copies_added") or {}).values() for n in nodes.values())
+    if copies:
+        ran += f"; {copies} XNNPACK copy node(s) added to hand tapped values out"
     refused = len(record.get("refused") or [])
     return (
         f"instrumentation (tap): {record.get('ops_with_rows')} of {record.get('ops_delegated')} "

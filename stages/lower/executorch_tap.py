@@ -22,8 +22,14 @@ from typing import Any
 import torch
 
 from stages.formats.artifacts import ArtifactName
-from stages.lower.executorch_tap_points import TapPoint, delegated_ops, tap_points
-from stages.lower.instrumentation_check import compare_programs, op_placements
+from stages.lower.executorch_tap_points import (
+    TapPoint,
+    fused_activations,
+    handles_by_name,
+    op_names,
+    tap_points,
+)
+from stages.lower.instrumentation_check import compare_programs, op_placements, xnnpack_ops
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
 TAP_TOOL = "executorch.devtools.intermediate_output_tap (tap points chosen by this tool)"
@@ -101,6 +107,9 @@ def lower_tapped(
     tapped_places = op_placements(executorch_program.buffer, tapped_record, "instrumented program")
     check = compare_programs(plain_pte, executorch_program.buffer, plain_places, tapped_places)
     check["tool"] = TAP_TOOL
+    names = handles_by_name(plain_etrecord)
+    computed = xnnpack_ops(plain_places, fused_activations(plain_etrecord))
+    delegated = {op: names[op] for op in computed if op in op_names(plain_etrecord)}
     program_path = run_dir / ArtifactName.TAP_PROGRAM
     with atomic_path(program_path) as tmp:
         tmp.write_bytes(executorch_program.buffer)
@@ -111,7 +120,7 @@ def lower_tapped(
             {**p.record(), "output_index": outputs[p.source], "eager_ranges": ranges[p.source]}
             for p in points
         ],
-        "instrumentation": {**check, "delegated_ops": delegated_ops(plain_etrecord)},
+        "instrumentation": {**check, "delegated_ops": delegated},
     }
     manifest_path = run_dir / ArtifactName.TAP_MANIFEST
     write_text_atomic(manifest_path, json.dumps(manifest, indent=1))

@@ -142,37 +142,25 @@ def _ops(etrecord: Any) -> list[torch.fx.Node]:
     ]
 
 
-def _outside_handles(etrecord: Any, method: str) -> set[int]:
-    """Handles of the instructions outside every delegate (ops the portable kernels run)."""
-    handle_map = (etrecord._debug_handle_map or {}).get(method, {})
-    delegates = {str(i) for i in (etrecord._delegate_map or {}).get(method, {})}
-    found: set[int] = set()
-    for instruction, covered in handle_map.items():
-        if str(instruction) not in delegates:
-            found.update(int(h) for h in (covered if isinstance(covered, list) else [covered]))
+def op_names(etrecord: Any) -> set[str]:
+    """Names of the program's ops (q/dq and getitem nodes aside)."""
+    return {n.name for n in _ops(etrecord)}
+
+
+def fused_activations(etrecord: Any) -> dict[str, str]:
+    """Activation → the op XNNPACK fuses it into (its only producer, used by it alone)."""
+    found = {}
+    for node in _ops(etrecord):
+        covered = _covered_ops(node)
+        if len(covered) == 2:
+            found[node.name] = covered[0].name
     return found
-
-
-def delegated_ops(etrecord: Any, method: str = "forward") -> dict[str, int]:
-    """Op name → handle of every op a delegate runs itself: its handle is in a delegate call's
-    and in no instruction outside (a portable op whose q/dq alone is delegated is not)."""
-    names = handles_by_name(etrecord)
-    instructions = delegate_instructions(etrecord, method)
-    outside = _outside_handles(etrecord, method)
-    return {
-        n.name: names[n.name]
-        for n in _ops(etrecord)
-        if n.name in names and names[n.name] in instructions and names[n.name] not in outside
-    }
 
 
 def tap_points(etrecord: Any, method: str = "forward") -> list[TapPoint]:
     """The values to tap in the program the ETRecord recorded, in graph order."""
     names = handles_by_name(etrecord)
-    outside = _outside_handles(etrecord, method)
-    instructions = {
-        h: i for h, i in delegate_instructions(etrecord, method).items() if h not in outside
-    }
+    instructions = delegate_instructions(etrecord, method)
     points = []
     for node in _ops(etrecord):
         point = _point(node, names, instructions)

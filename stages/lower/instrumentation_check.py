@@ -110,3 +110,15 @@ def _added_copies(per_partition: list[dict[str, Any]]) -> dict[int, dict[str, in
         if all(k in COPY_KINDS and n >= 0 for k, n in added.items() if n):
             found[item["partition"]] = {k: n for k, n in sorted(added.items()) if n}
     return found
+
+
+def xnnpack_ops(placements: dict[str, Placement], fused: dict[str, str]) -> list[str]:
+    """Ops XNNPACK computes: an XNode other than a copy carries the op's handle, or the op is
+    an activation fused into such an op (`fused`: activation → the op it follows). An op whose
+    handle only a delegated quantize/convert carries runs outside."""
+    computes = {
+        name
+        for name, place in placements.items()
+        if any(kind not in COPY_KINDS for kind in place["xnnpack_nodes"])
+    }
+    return sorted(computes | {act for act, op in fused.items() if op in computes})

@@ -128,9 +128,10 @@ def _tap_points_come_back_as_eager_values(program: Any, x: torch.Tensor, tmp_pat
     assert check["fusion_changed_ops"] == [] and not check["changed_what_ran"]
     added = {kind for nodes in check["copies_added"].values() for kind in nodes}
     assert added <= COPY_KINDS  # e.g. the conv's NHWC value handed out as NCHW
-    assert sorted(check["delegated_ops"]) == ["conv2d", "linear", "relu"]  # mean runs outside
+    assert sorted(check["delegated_ops"]) == ["conv2d", "linear", "relu"]  # XNNPACK computes
     taps = manifest["taps"]
-    assert [t["ops"] for t in taps] == [["conv2d", "relu"], ["linear"]]  # mean runs outside
+    # mean runs outside XNNPACK; the quantize of its output inside is tapped for it
+    assert [t["ops"] for t in taps] == [["conv2d", "relu"], ["mean"], ["linear"]]
     for tap in taps:
         value = runtime[tap["output_index"]]
         assert refusal(value, tap, 0) is None

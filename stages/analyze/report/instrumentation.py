@@ -28,7 +28,7 @@ def instrumentation_record(
     path: Path, index: ProgramIndex, gaps: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The run stage's instrumentation.json plus rows per op a delegate runs (taps.json's
-    `delegated_ops`: ops whose own node is in a partition, q/dq nodes aside)."""
+    `delegated_ops`: ops XNNPACK computes, by the XNNPACK nodes carrying their handles)."""
     if path.stat().st_size > _MAX_BYTES:
         return {"error": f"{path.name} is over {_MAX_BYTES} bytes: not read"}
     try:

@@ -130,7 +130,6 @@ def lower_with_executorch(
     samples = [tuple(s) for s in load_samples(inputs)]
     target, shipped = _shipped_program(backend, program, samples)
     to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
-    keep_off = frozenset(str(n) for n in backend.keep_off)
     edge = to_edge_transform_and_lower(
         shipped, partitioner=_partitioners(backend), generate_etrecord=True
     )
@@ -139,41 +138,19 @@ def lower_with_executorch(
     runtime_samples = [as_runtime_inputs(s, str(backend.precision)) for s in samples]
     etrecord.update_representative_inputs(runtime_samples)
     seconds = time.perf_counter() - started
-    tap_files: tuple[Path, ...] = ()
-    tap_metrics: dict[str, float] = {}
-    if to_tap is not None:
-        tap_started = time.perf_counter()
-        try:
-            *paths, tap_metrics = lower_tapped(
-                to_tap,
-                etrecord,
-                executorch_program.buffer,
-                _partitioners(backend),
-                runtime_samples,
-                run_dir,
-                to_edge_transform_and_lower,
-                str(backend.precision),
-            )
-        except ExecuTorchTapError as exc:
-            raise ExecuTorchLoweringError(str(exc)) from exc
-        tap_files = tuple(paths)
-        tap_metrics["tap_lowering_seconds"] = time.perf_counter() - tap_started
-
+    tap_files, tap_metrics = (
+        ((), {})
+        if to_tap is None
+        else _lower_tap_copy(
+            backend, to_tap, (etrecord, executorch_program), runtime_samples, run_dir
+        )
+    )
     program_path = run_dir / ArtifactName.EXECUTORCH_PROGRAM
     _write_bytes(program_path, executorch_program.buffer)
     etrecord_path = run_dir / ArtifactName.ETRECORD
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
-    report = _report(backend, etrecord, model_name)
-    keep_float = sorted(str(n) for n in backend.keep_float)
-    report["op_overrides"] = {"keep_float": keep_float, "keep_off": sorted(keep_off)}
-    report["fault_injected"] = (
-        None
-        if target is None
-        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
-    )
-    report_path = run_dir / ArtifactName.LOWERING_REPORT
-    write_text_atomic(report_path, json.dumps(report, indent=2))
+    report, report_path = _write_report(backend, etrecord, model_name, target, run_dir)
     total, delegated = report["handles"], len(report["delegated_handles"])
     metrics = {
         "partitions": float(len(report["partitions"])),
@@ -186,6 +163,54 @@ def lower_with_executorch(
         **tap_metrics,
     }
     return program_path, report_path, etrecord_path, metrics, tap_files
+
+
+def _lower_tap_copy(
+    backend: BackendConfig,
+    to_tap: Any,
+    plain: tuple[Any, Any],
+    samples: list[tuple[Any, ...]],
+    run_dir: Path,
+) -> tuple[tuple[Path, ...], dict[str, float]]:
+    """runtime.observe=tap: the instrumented program beside the shipped one (`plain`: its
+    ETRecord and ExecuTorch program); (its files, metrics)."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    started = time.perf_counter()
+    etrecord, executorch_program = plain
+    try:
+        *paths, metrics = lower_tapped(
+            to_tap,
+            etrecord,
+            executorch_program.buffer,
+            _partitioners(backend),
+            samples,
+            run_dir,
+            to_edge_transform_and_lower,
+            str(backend.precision),
+        )
+    except ExecuTorchTapError as exc:
+        raise ExecuTorchLoweringError(str(exc)) from exc
+    metrics["tap_lowering_seconds"] = time.perf_counter() - started
+    return tuple(paths), metrics
+
+
+def _write_report(
+    backend: BackendConfig, etrecord: Any, model_name: str, target: str | None, run_dir: Path
+) -> tuple[dict[str, Any], Path]:
+    """lowering.json with the op overrides and the fault applied; (its content, its path)."""
+    report = _report(backend, etrecord, model_name)
+    keep_float = sorted(str(n) for n in backend.keep_float)
+    keep_off = sorted(str(n) for n in backend.keep_off)
+    report["op_overrides"] = {"keep_float": keep_float, "keep_off": keep_off}
+    report["fault_injected"] = (
+        None
+        if target is None
+        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
+    )
+    report_path = run_dir / ArtifactName.LOWERING_REPORT
+    write_text_atomic(report_path, json.dumps(report, indent=2))
+    return report, report_path
 
 
 def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str, Any]:

@@ -157,6 +157,16 @@ def _capture(
     return outputs
 
 
+def _check_budget(runtime: RuntimeConfig) -> None:
+    """runtime.warmup and the iteration budget, checked before anything runs."""
+    if runtime.warmup < 0:
+        raise RuntimeConfigError(f"runtime.warmup={runtime.warmup}: give 0 or more")
+    try:
+        _budget(runtime)
+    except IterationBudgetError as exc:
+        raise RuntimeConfigError(str(exc)) from exc
+
+
 def run_run(
     runtime: RuntimeConfig,
     program: Path,
@@ -165,20 +175,14 @@ def run_run(
     generation: Path | None = None,
     taps: tuple[Path, ...] = (),
 ) -> RunArtifacts:
-    """Warm up, time, capture intermediates apart; with generation.json, generate instead; with
-    `taps` (the instrumented program and taps.json), values inside delegates too."""
+    """Warm up, time, capture intermediates apart (generation.json: generate; `taps`: tap)."""
     debug_level = EventTracerDebugLogLevel(
         _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
     )
     profiling = EventTracerProfilingLevel(
         _level(_PROFILING_LEVELS, runtime.profiling_level, "runtime.profiling_level")
     )
-    if runtime.warmup < 0:
-        raise RuntimeConfigError(f"runtime.warmup={runtime.warmup}: give 0 or more")
-    try:
-        _budget(runtime)
-    except IterationBudgetError as exc:
-        raise RuntimeConfigError(str(exc)) from exc
+    _check_budget(runtime)
     samples = load_samples(inputs)
     if not holds_saved(program):  # a program the lower stage just wrote is this tool's
         with program.open("rb") as fh:

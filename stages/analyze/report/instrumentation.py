@@ -46,3 +46,11 @@ def instrumentation_record(
     record["rows_per_op"] = record["ops_with_rows"] / len(delegated) if delegated else None
     record["ops_without_rows"] = without
     return record
+
+
+def add_instrumentation(
+    summary: dict[str, Any], path: Path | None, index: ProgramIndex, gaps: list[dict[str, Any]]
+) -> None:
+    """summary.json `instrumentation` when the run was tapped (runtime.observe=tap)."""
+    if path is not None:
+        summary[INSTRUMENTATION_KEY] = instrumentation_record(path, index, gaps)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from stages.formats.executorch_program import executorch_precisions
 from stages.handover.exported_program import load_exported_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
+from stages.lower.executorch_delegated_ops import delegated_ops_by_partition
 from stages.lower.executorch_fault import (
     ExecuTorchFaultError,
     fault_target_name,
@@ -33,7 +35,10 @@ from stages.lower.executorch_precision import (
     program_at_precision,
 )
 from stages.lower.executorch_tap import ExecuTorchTapError, lower_tapped
+from stages.lower.op_overrides import op_names
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
+
+log = logging.getLogger(__name__)
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"
@@ -83,6 +88,13 @@ def _shipped_program(
     the backend's precision."""
     try:
         target = _fault_target(backend, program)
+        if target is not None and target in {str(n) for n in backend.keep_off}:
+            log.warning(
+                "[lower] backend.fault targets %s, which backend.keep_off keeps off the "
+                "delegate: the portable kernel that runs it is not faulted",
+                target,
+            )
+            target = None
         if target is not None:
             program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
         keep_float = frozenset(str(n) for n in backend.keep_float)
@@ -128,6 +140,7 @@ def lower_with_executorch(
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
+    known = op_names(program.graph_module)  # before any pass sees the program
     target, shipped = _shipped_program(backend, program, samples)
     to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
     edge = to_edge_transform_and_lower(
@@ -150,7 +163,9 @@ def lower_with_executorch(
     etrecord_path = run_dir / ArtifactName.ETRECORD
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
-    report, report_path = _write_report(backend, etrecord, model_name, target, run_dir)
+    report, report_path = _write_report(
+        backend, etrecord, model_name, target, (edge, known), run_dir
+    )
     total, delegated = report["handles"], len(report["delegated_handles"])
     metrics = {
         "partitions": float(len(report["partitions"])),
@@ -196,21 +211,44 @@ def _lower_tap_copy(
 
 
 def _write_report(
-    backend: BackendConfig, etrecord: Any, model_name: str, target: str | None, run_dir: Path
+    backend: BackendConfig,
+    etrecord: Any,
+    model_name: str,
+    target: str | None,
+    edge_and_names: tuple[Any, list[str]],
+    run_dir: Path,
 ) -> tuple[dict[str, Any], Path]:
-    """lowering.json with the op overrides and the fault applied; (its content, its path)."""
+    """lowering.json with the delegated ops' names, the op overrides and the fault applied;
+    (its content, its path)."""
     report = _report(backend, etrecord, model_name)
-    keep_float = sorted(str(n) for n in backend.keep_float)
-    keep_off = sorted(str(n) for n in backend.keep_off)
-    report["op_overrides"] = {"keep_float": keep_float, "keep_off": keep_off}
+    _name_delegated_ops(report, *edge_and_names)
+    _record_requests(report, backend, target)
+    report_path = run_dir / ArtifactName.LOWERING_REPORT
+    write_text_atomic(report_path, json.dumps(report, indent=2))
+    return report, report_path
+
+
+def _record_requests(report: dict[str, Any], backend: BackendConfig, target: str | None) -> None:
+    """The op overrides and the fault as applied (None when kept off or not asked)."""
+    report["op_overrides"] = {
+        "keep_float": sorted(str(n) for n in backend.keep_float),
+        "keep_off": sorted(str(n) for n in backend.keep_off),
+    }
     report["fault_injected"] = (
         None
         if target is None
         else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
     )
-    report_path = run_dir / ArtifactName.LOWERING_REPORT
-    write_text_atomic(report_path, json.dumps(report, indent=2))
-    return report, report_path
+
+
+def _name_delegated_ops(report: dict[str, Any], edge: Any, known: list[str]) -> None:
+    """`delegated_ops` (and each partition's `ops` when the delegate calls line up with the
+    partitions): the exported program's op names, as backend.keep_off takes them."""
+    by_call = delegated_ops_by_partition(edge.exported_program(), known)
+    report["delegated_ops"] = [op for ops in by_call for op in ops]
+    if len(by_call) == len(report["partitions"]):
+        for partition, ops in zip(report["partitions"], by_call, strict=True):
+            partition["ops"] = ops
 
 
 def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.config.backend_option import check_backend_class
+from pipeline.config.observe_checks import check_observe
 from pipeline.config.op_override_checks import check_override_support
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
@@ -163,14 +164,8 @@ def check_executorch_generation(cfg: DictConfig) -> None:
 
 
 def check_observe_bisect(cfg: DictConfig) -> None:
-    """runtime.observe=bisect judges prefixes by the expected-error rule, on one execution;
-    `tap` is refused in this build (branch `tap` implements it: merging drops this refusal)."""
-    mode = str(OmegaConf.select(cfg, "runtime.observe", default="off"))
-    if mode == "tap":
-        raise ConfigValueError(
-            "runtime.observe=tap: not available in this build; choose off, bisect"
-        )
-    if mode != "bisect":
+    """runtime.observe=bisect judges prefixes by the expected-error rule, on one execution."""
+    if str(OmegaConf.select(cfg, "runtime.observe", default="off")) != "bisect":
         return
     if str(cfg.analyze.verdict_rule) != "expected":
         raise ConfigValueError(
@@ -195,6 +190,8 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_override_support(cfg)
     if "run" in stages:
         check_run_budget(cfg)
+    if "lower" in stages or "run" in stages:
+        check_observe(cfg)
     if "export" in stages or "run" in stages:
         check_generation(cfg)
     check_observe_bisect(cfg)

@@ -116,9 +116,3 @@ def test_bisect_needs_the_expected_error_rule(tmp_path: Path) -> None:
     cfg = compose_config(tmp_path, [*FAST, "analyze.verdict_rule=threshold"])
     with pytest.raises(ConfigValueError, match=r"analyze\.verdict_rule=expected"):
         run_pipeline(cfg, print_summary=False)
-
-
-def test_tap_is_refused_in_this_build(tmp_path: Path) -> None:
-    cfg = compose_config(tmp_path, ["model=mlp", "tracking=none", "runtime.observe=tap"])
-    with pytest.raises(ConfigValueError, match="not available in this build"):
-        run_pipeline(cfg, print_summary=False)

@@ -15,6 +15,7 @@ from typing import Any
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch_program import executorch_precisions
+from stages.formats.generation_signature import load_signature
 from stages.handover.exported_program import load_exported_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
@@ -73,15 +74,33 @@ def _fault_target(backend: BackendConfig, program: Any) -> str | None:
     return fault_target_name(program, backend.fault)
 
 
+def _from_position(backend: BackendConfig, generation: Path | None) -> int | None:
+    """The last position from which a `backend.fault.from_step` fault acts: step s > 0 of a
+    generation ends at position prompt_tokens - 1 + s (the prefill at prompt_tokens - 1)."""
+    if not backend.fault.from_step:
+        return None
+    if generation is None:
+        raise ExecuTorchFaultError(
+            f"backend.fault.from_step={backend.fault.from_step} applies to a generation: set "
+            "runtime.generate.prompt_tokens (and new_tokens), or drop from_step"
+        )
+    return load_signature(generation).prompt_tokens - 1 + int(backend.fault.from_step)
+
+
 def _shipped_program(
-    backend: BackendConfig, program: Any, samples: list[tuple[Any, ...]]
+    backend: BackendConfig,
+    program: Any,
+    samples: list[tuple[Any, ...]],
+    generation: Path | None = None,
 ) -> tuple[str | None, Any]:
-    """The fault's target op (or None) and the program handed to ExecuTorch: faulted, then at
-    the backend's precision."""
+    """The fault's target op (or None) and the program handed to ExecuTorch: faulted (from a
+    generation step on, with `backend.fault.from_step`), then at the backend's precision."""
     try:
         target = _fault_target(backend, program)
         if target is not None:
-            program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
+            kind, value = backend.fault.kind, backend.fault.value
+            position = _from_position(backend, generation)
+            program = insert_fault(program, target, kind, value, position)
         keep_float = frozenset(str(n) for n in backend.keep_float)
         return target, name_fault_ops(
             program_at_precision(program, str(backend.precision), samples, keep_float)
@@ -91,9 +110,15 @@ def _shipped_program(
 
 
 def lower_with_executorch(
-    backend: BackendConfig, exported_program: Path, inputs: Path, run_dir: Path, model_name: str
+    backend: BackendConfig,
+    exported_program: Path,
+    inputs: Path,
+    run_dir: Path,
+    model_name: str,
+    generation: Path | None = None,
 ) -> tuple[Path, Path, Path, dict[str, float]]:
-    """Write program.pte, lowering.json and ExecuTorch's ETRecord; (paths..., metrics)."""
+    """Write program.pte, lowering.json and ExecuTorch's ETRecord; (paths..., metrics).
+    `generation`: generation.json of a generation program (for `backend.fault.from_step`)."""
     _check_config(backend)
     try:
         from executorch.exir import to_edge_transform_and_lower
@@ -110,7 +135,7 @@ def lower_with_executorch(
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
-    target, shipped = _shipped_program(backend, program, samples)
+    target, shipped = _shipped_program(backend, program, samples, generation)
     partitioners = make_partitioners()
     keep_off = frozenset(str(n) for n in backend.keep_off)
     if keep_off:  # names were checked against the program before lowering (op_overrides)
@@ -135,6 +160,7 @@ def lower_with_executorch(
         None
         if target is None
         else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
+        | ({"from_step": backend.fault.from_step} if backend.fault.from_step else {})
     )
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     write_text_atomic(report_path, json.dumps(report, indent=2))

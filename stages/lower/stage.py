@@ -463,7 +463,7 @@ def run_lower(
     `generation`, generation.json's signature in its lowering info)."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
         pte, lowering_json, et_record, metrics = lower_with_executorch(
-            backend, exported_program, inputs, run_dir, model_name
+            backend, exported_program, inputs, run_dir, model_name, generation
         )
         return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics)
     load_started = time.perf_counter()

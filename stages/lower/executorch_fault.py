@@ -162,7 +162,7 @@ def step_gate(
     """A 0-d float: 1.0 when the step's last position (`input_pos[-1]`, the generation
     program's second input) is at least `from_position`, else 0.0; inserted before `anchor`."""
     graph = program.graph_module.graph
-    names = program.graph_signature.user_inputs
+    names = [*program.graph_signature.user_inputs, "", ""]
     position = next((n for n in graph.nodes if n.op == "placeholder" and n.name == names[1]), None)
     if position is None:
         raise ExecuTorchFaultError(
@@ -176,7 +176,8 @@ def step_gate(
         gate = _gate_node(graph, anchor.name, torch.ops.aten._to_copy.default, (on,), meta)
         gate.kwargs = {"dtype": torch.float32}
     for node in (last, on, gate):  # fake values, as export would have traced them
-        node.meta["val"] = node.target(*_vals(node.args), **node.kwargs)
+        op: Any = node.target
+        node.meta["val"] = op(*_vals(node.args), **node.kwargs)
     return gate
 
 

@@ -156,12 +156,7 @@ def lower_with_executorch(
     report = _report(backend, etrecord, model_name)
     keep_float = sorted(str(n) for n in backend.keep_float)
     report["op_overrides"] = {"keep_float": keep_float, "keep_off": sorted(keep_off)}
-    report["fault_injected"] = (
-        None
-        if target is None
-        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
-        | ({"from_step": backend.fault.from_step} if backend.fault.from_step else {})
-    )
+    report["fault_injected"] = _fault_record(backend, target)
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     write_text_atomic(report_path, json.dumps(report, indent=2))
     total, delegated = report["handles"], len(report["delegated_handles"])
@@ -175,6 +170,15 @@ def lower_with_executorch(
         "fault_injected": 1.0 if target is not None else 0.0,
     }
     return program_path, report_path, etrecord_path, metrics
+
+
+def _fault_record(backend: BackendConfig, target: str | None) -> dict[str, Any] | None:
+    """lowering.json's `fault_injected`: the target op, kind, value (and from_step)."""
+    if target is None:
+        return None
+    fault = backend.fault
+    found = {"node": target, "kind": fault.kind, "value": fault.value}
+    return found | ({"from_step": fault.from_step} if fault.from_step else {})
 
 
 def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str, Any]:

@@ -147,7 +147,6 @@ def lower_with_executorch(
         [as_runtime_inputs(s, str(backend.precision)) for s in samples]
     )
     seconds = time.perf_counter() - started
-
     program_path = run_dir / ArtifactName.EXECUTORCH_PROGRAM
     _write_bytes(program_path, executorch_program.buffer)
     etrecord_path = run_dir / ArtifactName.ETRECORD

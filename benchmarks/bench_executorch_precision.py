@@ -9,8 +9,15 @@ Per run: the verdict, numeric rows and the ops XNNPACK ran (rows per delegated o
 partition, as ExecuTorch's XNNPACK logs only its calls' outputs), stage seconds and the peak
 RSS of this process (max over the runs so far: a run's own cost is its increase, if any). The
 fault run targets the middle op of the largest partition of the clean run and counts as found
-when the first divergence holds that op. Only the plain run exists (`observe` column):
-instrumentation and bisection are not implemented, so their cost and fusion columns are absent.
+when the first divergence holds that op. `--observe off tap` adds, per model and precision,
+the runs with `runtime.observe=tap`: rows per op XNNPACK computes (summary.json
+`instrumentation`), whether instrumentation changed what ran (and which ops' fusions), refused
+taps, and its cost against the plain run of the same model and precision (lower and run
+seconds, peak RSS). Each model/precision/observe runs in a child process of its own, so its
+peak RSS is its own.
+
+    PYTHONPATH=. python benchmarks/bench_executorch_precision.py --models mlp --precisions int8 \
+        --observe off tap --no-fault                                    # smallest settings
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import argparse
 import csv
 import json
 import resource
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +40,7 @@ from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 
 MODELS = ("mlp", "vit", "mobilenet_v2")
 PRECISIONS = ("fp32", "int8", "fp16")
+OBSERVE = ("off", "tap")
 VIT_2_BLOCKS = ["model=vit", "model.kwargs.depth=2"]
 
 
@@ -69,6 +78,23 @@ def _middle_op(run_dir: Path) -> str | None:
     return str(ops[len(ops) // 2])
 
 
+def _instrumentation(summary: dict[str, Any]) -> dict[str, Any]:
+    """The tap run's rows per op and what instrumentation changed (empty for a plain run)."""
+    record = summary.get("instrumentation") or {}
+    if not record:
+        return {}
+    return {
+        "ops_with_rows": record.get("ops_with_rows"),
+        "ops_xnnpack_computes": record.get("ops_delegated"),
+        "rows_per_op": record.get("rows_per_op"),
+        "changed_what_ran": record.get("changed_what_ran"),
+        "fusion_changed_ops": record.get("fusion_changed_ops"),
+        "copies_added": record.get("copies_added"),
+        "refused_taps": len(record.get("refused") or []),
+        "final_outputs_bit_equal": (record.get("final_outputs") or {}).get("bit_equal"),
+    }
+
+
 def _facts(run_dir: Path, seconds: dict[str, float]) -> dict[str, Any]:
     summary = json.loads((run_dir / "summary.json").read_text())
     gap_file = run_dir / "numeric_gap.csv"
@@ -87,42 +113,80 @@ def _facts(run_dir: Path, seconds: dict[str, float]) -> dict[str, Any]:
         "run_s": round(seconds.get("run", 0.0), 2),
         "analyze_s": round(seconds.get("analyze", 0.0), 2),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        **_instrumentation(summary),
     }
 
 
-def _one(root: Path, model: str, precision: str, full: bool) -> list[dict[str, Any]]:
-    base = [*_model_overrides(model, full), f"backend.precision={precision}"]
-    label = f"{model}-{precision}"
+def _one(
+    root: Path, model: str, precision: str, full: bool, observe: str = "off", fault: bool = True
+) -> list[dict[str, Any]]:
+    base = [
+        *_model_overrides(model, full),
+        f"backend.precision={precision}",
+        f"runtime.observe={observe}",
+    ]
+    label = f"{model}-{precision}-{observe}"
     clean_dir, seconds = _run(root, label, base)
-    out = [{"model": model, "precision": precision, "observe": "plain", "fault": "", "found": ""}]
+    out: list[dict[str, Any]] = [
+        {"model": model, "precision": precision, "observe": observe, "fault": "", "found": ""}
+    ]
     out[0] |= _facts(clean_dir, seconds)
     target = _middle_op(clean_dir) if (clean_dir / "numeric_gap.csv").is_file() else None
-    if target is None:
+    if target is None or not fault:
         return out
     fault_dir, seconds = _run(root, f"{label}-fault", [*base, f"backend.fault.node={target}"])
     facts = _facts(fault_dir, seconds)
     summary = json.loads((fault_dir / "summary.json").read_text())
     first = summary.get("first_divergence") or {}
     found = target in first.get("fault_nodes", [])
-    out.append({"model": model, "precision": precision, "observe": "plain", "fault": target})
+    out.append({"model": model, "precision": precision, "observe": observe, "fault": target})
     out[-1] |= {"found": found, **facts}
     return out
+
+
+def _child(model: str, precision: str, observe: str, args: argparse.Namespace) -> list[Any]:
+    """One model/precision/observe in a child process (its own peak RSS); its rows."""
+    command = [sys.executable, __file__, "--child", model, precision, observe]
+    command += ["--full"] * args.full + ["--no-fault"] * (not args.fault)
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def _with_cost(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each tap row's cost against the plain row of its model, precision and fault."""
+    plain = {(r["model"], r["precision"], r["fault"]): r for r in rows if r["observe"] == "off"}
+    for row in rows:
+        base = plain.get((row["model"], row["precision"], row["fault"]))
+        if row["observe"] == "off" or base is None:
+            continue
+        for key in ("lower_s", "run_s", "peak_rss_mib"):
+            row[f"{key}_vs_plain"] = round(row[key] - base[key], 2)
+    return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
+    parser.add_argument("--observe", nargs="+", default=["off", "tap"], choices=OBSERVE)
     parser.add_argument("--full", action="store_true", help="zoo sizes (ViT with 2 blocks)")
+    parser.add_argument("--no-fault", dest="fault", action="store_false", help="clean runs only")
     parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
+    parser.add_argument("--child", nargs=3, metavar=("MODEL", "PRECISION", "OBSERVE"))
     args = parser.parse_args()
+    if args.child:
+        with tempfile.TemporaryDirectory(prefix="bench-et-precision-") as tmp:
+            model, precision, observe = args.child
+            for row in _one(Path(tmp), model, precision, args.full, observe, args.fault):
+                print(json.dumps(row), flush=True)
+        return 0
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-et-precision-") as tmp:
-        for model in args.models:
-            for precision in args.precisions:
-                for row in _one(Path(tmp), model, precision, args.full):
-                    results.append(row)
-                    print(json.dumps(row), flush=True)
+    for model in args.models:
+        for precision in args.precisions:
+            for observe in args.observe:
+                results += _child(model, precision, observe, args)
+    for row in _with_cost(results):
+        print(json.dumps(row), flush=True)
     if args.out is not None:
         write_text_atomic(args.out, json.dumps(results, indent=2))
     return 0

@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from stages.closed_sets import ObserveMode
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch_program import is_executorch_backend
 
@@ -113,6 +114,7 @@ def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
         run_dir,
         model_name=str(cfg.model.name),
         generation=next(iter(_generation_file(cfg, run_dir)), None),
+        observe=str(cfg.runtime.get("observe", ObserveMode.off)),
     )
 
 
@@ -122,8 +124,21 @@ def _program(cfg: DictConfig, run_dir: Path) -> Path:
     return run_dir / (ArtifactName.EXECUTORCH_PROGRAM if executorch else ArtifactName.PROGRAM)
 
 
+def _tap_files(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    """The instrumented program and its tap points (runtime.observe=tap on executorch_*)."""
+    tapped = str(cfg.runtime.get("observe", ObserveMode.off)) == ObserveMode.tap
+    if not tapped or not is_executorch_backend(str(cfg.backend.name)):
+        return []
+    return [run_dir / ArtifactName.TAP_PROGRAM, run_dir / ArtifactName.TAP_MANIFEST]
+
+
 def _run_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
-    return [_program(cfg, run_dir), run_dir / ArtifactName.INPUTS, *_generation_file(cfg, run_dir)]
+    return [
+        _program(cfg, run_dir),
+        run_dir / ArtifactName.INPUTS,
+        *_generation_file(cfg, run_dir),
+        *_tap_files(cfg, run_dir),
+    ]
 
 
 def _call_run(cfg: DictConfig, run_dir: Path) -> Any:
@@ -136,6 +151,7 @@ def _call_run(cfg: DictConfig, run_dir: Path) -> Any:
         run_dir / ArtifactName.INPUTS,
         run_dir,
         generation=generation[0] if generation else None,
+        taps=tuple(_tap_files(cfg, run_dir)),
     )
 
 
@@ -154,13 +170,16 @@ def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
         program,
         run_dir / ArtifactName.STEP_INPUTS,  # a generation's captured steps' inputs
         run_dir / ArtifactName.GENERATION,  # its signature (ExecuTorch's ETRecord has no room)
+        run_dir / ArtifactName.INSTRUMENTATION,  # runtime.observe=tap: what instrumentation changed
     ]
 
 
 def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.analyze.stage import run_analyze
 
-    etrecord, debug_buffer, pte, _, step_inputs, generation = _analyze_optional(cfg, run_dir)
+    etrecord, debug_buffer, pte, _, step_inputs, generation, tapped = _analyze_optional(
+        cfg, run_dir
+    )
     return run_analyze(
         _to_object(cfg.analyze),
         _analyze_inputs(cfg, run_dir)[0],
@@ -170,6 +189,7 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
         pte=pte if pte.is_file() or cfg.analyze.pte else None,  # a missing analyze.pte: say so
         step_inputs=step_inputs if step_inputs.is_file() else None,
         generation_file=generation if generation.is_file() else None,
+        instrumentation=tapped if tapped.is_file() else None,
     )
 
 
@@ -185,7 +205,7 @@ STAGES: dict[str, StageSpec] = {
     ),
     "lower": StageSpec(
         "lower",
-        ("backend", "model.name"),
+        ("backend", "model.name", "runtime.observe"),
         "stages.lower.stage",
         _lower_inputs,
         _backend_source,

@@ -16,6 +16,15 @@ class Precision(StrEnum):
     int8 = "int8"
 
 
+class ObserveMode(StrEnum):
+    """How values inside a real runtime's delegates are observed (`runtime.observe`): `off`
+    (what the runtime logs), `tap` (instrumented program outputs), `bisect` (prefix lowerings)."""
+
+    off = "off"
+    tap = "tap"
+    bisect = "bisect"
+
+
 class FaultKind(StrEnum):
     """How a faulted kernel computes wrongly (`backend.fault.kind`)."""
 

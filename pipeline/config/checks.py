@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from pipeline.config.backend_option import check_backend_class
+from pipeline.config.observe_checks import check_observe
 from pipeline.config.op_override_checks import check_override_support
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import builtin_precisions
@@ -156,6 +157,8 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
         check_override_support(cfg)
     if "run" in stages:
         check_run_budget(cfg)
+    if "lower" in stages or "run" in stages:
+        check_observe(cfg)
     if "export" in stages or "run" in stages:
         check_generation(cfg)
     if "analyze" in stages:

@@ -28,6 +28,7 @@ from stages.analyze.generation.summary import add_generation, generation_metrics
 from stages.analyze.link.event_table import event_record
 from stages.analyze.link.linked_files import Linked, load_and_link, method_event_rows
 from stages.analyze.report.graph_outputs import write_graph_outputs
+from stages.analyze.report.instrumentation import add_instrumentation
 from stages.analyze.report.stage_files import write_plots, write_summary_and_report, write_tables
 from stages.analyze.report.summary import RunFiles, build_summary, clean, gap_record
 from stages.analyze.report.summary_facts import headline_metrics, link_facts, trace_gaps
@@ -198,31 +199,31 @@ def run_analyze(
     pte: Path | None = None,
     step_inputs: Path | None = None,
     generation_file: Path | None = None,
+    instrumentation: Path | None = None,
 ) -> AnalyzeArtifacts:
-    """Write events.csv, numeric_gap.csv, summary.json, trace.json, plots and report.html (and
-    a generation's per-step analysis: stages.analyze.generation)."""
+    """events.csv, numeric_gap.csv, summary.json, trace.json, plots, report.html (+ generation)."""
     started = time.perf_counter()
     bounded_options(cfg)
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     linked = load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     index, record = linked.index, linked.inputs.etrecord
-
     # Link: events and their stats.
     event_rows = method_event_rows(linked, cfg.time_unit, bounded_options(cfg)[0])
     events = [event_record(r, cfg.time_unit) for r in event_rows]
     link_seconds = time.perf_counter() - started
     # Compare: numeric gap against the exported program, and the verdict.
     gap_started = time.perf_counter()
-    steps = _compare_steps(cfg, linked, comparators, (step_inputs, generation_file))
-    found, verdict, gaps, generation = steps
+    found, verdict, gaps, generation = _compare_steps(
+        cfg, linked, comparators, (step_inputs, generation_file)
+    )
     gap_seconds = time.perf_counter() - gap_started
     metric = verdict.metric
-    # Report.
-    events_path, gap_path = write_tables(run_dir, events, gaps)
+    events_path, gap_path = write_tables(run_dir, events, gaps)  # Report.
     files = RunFiles(etdump, etrecord, debug_buffer)
     summary = _summary(cfg, files, linked, (event_rows, events, gaps), found, verdict)
     accuracy_metric = metric_comparator(comparators, cfg.gap_metric)
     summary[ACCURACY_KEY] = run_accuracy(linked.inputs, accuracy_metric, cfg.accuracy_budget)
+    add_instrumentation(summary, instrumentation, index, gaps)  # runtime.observe=tap
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
     plots = write_plots(run_dir, summary, events, gaps, cfg.top_k)
     plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot

@@ -23,6 +23,11 @@ class ArtifactName(StrEnum):
     # and the inputs of the steps that captured intermediate outputs (run).
     GENERATION = "generation.json"
     STEP_INPUTS = "step_inputs.pt"
+    # runtime.observe=tap (executorch_*): the instrumented program and its tap points (lower),
+    # and what instrumentation changed and which tapped values were refused (run).
+    TAP_PROGRAM = "program_tap.pte"
+    TAP_MANIFEST = "taps.json"
+    INSTRUMENTATION = "instrumentation.json"
     EVENTS_CSV = "events.csv"
     NUMERIC_GAP_CSV = "numeric_gap.csv"
     SUMMARY_JSON = "summary.json"

@@ -14,6 +14,18 @@ from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 # analysis from the delegate's serialized graph (stages.analyze.link.xnnpack_recovery).
 OWN_MAP = "map"
 RECOVERED_MAP = "recovered"
+# runtime.observe=tap: a tapped value is logged under its delegate call with the identifier
+# "tap:<handle>,<handle>" (the handles it stands for); its events say link_source "tap".
+TAP_IDENTIFIER = "tap:"
+TAP_LINK = "tap"
+
+
+def tap_identifier_handles(identifier: object) -> tuple[int, ...] | None:
+    """The handles a tap identifier names, None for any other identifier."""
+    if not isinstance(identifier, str) or not identifier.startswith(TAP_IDENTIFIER):
+        return None
+    parts = identifier.removeprefix(TAP_IDENTIFIER).split(",")
+    return tuple(int(p) for p in parts if p.strip().lstrip("-").isdigit())
 
 
 class ETRecordError(Exception):

@@ -7,12 +7,14 @@ so the analysis reads it like any ExecuTorch user's. Needs the executorch extra.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
+from stages.closed_sets import ObserveMode
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch_program import executorch_precisions
@@ -33,6 +35,7 @@ from stages.lower.executorch_precision import (
     as_runtime_inputs,
     program_at_precision,
 )
+from stages.lower.executorch_tap import ExecuTorchTapError, lower_tapped
 from stages.lower.op_overrides import op_names
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
@@ -121,15 +124,32 @@ def _shipped_program(
         raise ExecuTorchLoweringError(str(exc)) from exc
 
 
+def _partitioners(backend: BackendConfig) -> list[Any]:
+    """The backend's partitioners, `backend.keep_off` ops left out of them."""
+    make_partitioners = callable_target(
+        {"_target_": backend._target_},
+        "backend",
+        ExecuTorchLoweringError,
+        "package.module.function` returning a list of ExecuTorch partitioners",
+    )
+    partitioners = make_partitioners()
+    keep_off = frozenset(str(n) for n in backend.keep_off)
+    if keep_off:  # names were checked against the program before lowering (op_overrides)
+        partitioners = [keep_off_partitioner(p, keep_off) for p in partitioners]
+    return list(partitioners)
+
+
 def lower_with_executorch(
     backend: BackendConfig,
     exported_program: Path,
     inputs: Path,
     run_dir: Path,
     model_name: str,
+    observe: str = ObserveMode.off,
     generation: Path | None = None,
-) -> tuple[Path, Path, Path, dict[str, float]]:
-    """Write program.pte, lowering.json and ExecuTorch's ETRecord; (paths..., metrics).
+) -> tuple[Path, Path, Path, dict[str, float], tuple[Path, ...]]:
+    """Write program.pte, lowering.json and ExecuTorch's ETRecord (with `runtime.observe=tap`,
+    the instrumented program and taps.json too); (paths..., metrics, tap files).
     `generation`: generation.json of a generation program (for `backend.fault.from_step`)."""
     _check_config(backend)
     try:
@@ -138,38 +158,35 @@ def lower_with_executorch(
         raise ExecuTorchLoweringError(
             f"backend={backend.name} lowers with ExecuTorch: {EXECUTORCH_EXTRA}"
         ) from exc
-    make_partitioners = callable_target(
-        {"_target_": backend._target_},
-        "backend",
-        ExecuTorchLoweringError,
-        "package.module.function` returning a list of ExecuTorch partitioners",
-    )
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
     known = op_names(program.graph_module)  # before any pass sees the program
     target, shipped = _shipped_program(backend, program, samples, generation)
-    partitioners = make_partitioners()
-    keep_off = frozenset(str(n) for n in backend.keep_off)
-    if keep_off:  # names were checked against the program before lowering (op_overrides)
-        partitioners = [keep_off_partitioner(p, keep_off) for p in partitioners]
-    edge = to_edge_transform_and_lower(shipped, partitioner=partitioners, generate_etrecord=True)
+    to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
+    edge = to_edge_transform_and_lower(
+        shipped, partitioner=_partitioners(backend), generate_etrecord=True
+    )
     executorch_program = edge.to_executorch()
     etrecord = executorch_program.get_etrecord()
-    etrecord.update_representative_inputs(
-        [as_runtime_inputs(s, str(backend.precision)) for s in samples]
-    )
+    runtime_samples = [as_runtime_inputs(s, str(backend.precision)) for s in samples]
+    etrecord.update_representative_inputs(runtime_samples)
     seconds = time.perf_counter() - started
+    tap_files, tap_metrics = (
+        ((), {})
+        if to_tap is None
+        else _lower_tap_copy(
+            backend, to_tap, (etrecord, executorch_program), runtime_samples, run_dir
+        )
+    )
     program_path = run_dir / ArtifactName.EXECUTORCH_PROGRAM
     _write_bytes(program_path, executorch_program.buffer)
     etrecord_path = run_dir / ArtifactName.ETRECORD
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
-    report = _report(backend, etrecord, model_name)
-    _name_delegated_ops(report, edge, known)
-    _record_requests(report, backend, target)
-    report_path = run_dir / ArtifactName.LOWERING_REPORT
-    write_text_atomic(report_path, json.dumps(report, indent=2))
+    report, report_path = _write_report(
+        backend, etrecord, model_name, target, (edge, known), run_dir
+    )
     total, delegated = report["handles"], len(report["delegated_handles"])
     metrics = {
         "partitions": float(len(report["partitions"])),
@@ -179,8 +196,57 @@ def lower_with_executorch(
         "lowering_seconds": seconds,
         "program_bytes": float(len(executorch_program.buffer)),
         "fault_injected": 1.0 if target is not None else 0.0,
+        **tap_metrics,
     }
-    return program_path, report_path, etrecord_path, metrics
+    return program_path, report_path, etrecord_path, metrics, tap_files
+
+
+def _lower_tap_copy(
+    backend: BackendConfig,
+    to_tap: Any,
+    plain: tuple[Any, Any],
+    samples: list[tuple[Any, ...]],
+    run_dir: Path,
+) -> tuple[tuple[Path, ...], dict[str, float]]:
+    """runtime.observe=tap: the instrumented program beside the shipped one (`plain`: its
+    ETRecord and ExecuTorch program); (its files, metrics)."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    started = time.perf_counter()
+    etrecord, executorch_program = plain
+    try:
+        *paths, metrics = lower_tapped(
+            to_tap,
+            etrecord,
+            executorch_program.buffer,
+            _partitioners(backend),
+            samples,
+            run_dir,
+            to_edge_transform_and_lower,
+            str(backend.precision),
+        )
+    except ExecuTorchTapError as exc:
+        raise ExecuTorchLoweringError(str(exc)) from exc
+    metrics["tap_lowering_seconds"] = time.perf_counter() - started
+    return tuple(paths), metrics
+
+
+def _write_report(
+    backend: BackendConfig,
+    etrecord: Any,
+    model_name: str,
+    target: str | None,
+    edge_and_names: tuple[Any, list[str]],
+    run_dir: Path,
+) -> tuple[dict[str, Any], Path]:
+    """lowering.json with the delegated ops' names, the op overrides and the fault applied;
+    (its content, its path)."""
+    report = _report(backend, etrecord, model_name)
+    _name_delegated_ops(report, *edge_and_names)
+    _record_requests(report, backend, target)
+    report_path = run_dir / ArtifactName.LOWERING_REPORT
+    write_text_atomic(report_path, json.dumps(report, indent=2))
+    return report, report_path
 
 
 def _record_requests(report: dict[str, Any], backend: BackendConfig, target: str | None) -> None:

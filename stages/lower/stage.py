@@ -28,6 +28,7 @@ from stages.backends.delegate_map_findings import (
     summary_line,
 )
 from stages.backends.fault_injection import FAULT_KINDS, fault_hits
+from stages.closed_sets import ObserveMode
 from stages.export.reference_capture import capture_node_outputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etrecord import DelegateMapRecord
@@ -91,6 +92,8 @@ class LowerArtifacts:
     lowering_report: Path
     etrecord: Path
     metrics: dict[str, float] = field(default_factory=dict)
+    # runtime.observe=tap on executorch_*: the instrumented program and taps.json.
+    tap_files: tuple[Path, ...] = ()
 
 
 def _fault(cfg: BackendConfig, program: torch.export.ExportedProgram) -> dict[str, Any] | None:
@@ -458,14 +461,15 @@ def run_lower(
     run_dir: Path,
     model_name: str = "",
     generation: Path | None = None,
+    observe: str = ObserveMode.off,
 ) -> LowerArtifacts:
     """Partition, preprocess each partition, write the program and the complete ETRecord (with
     `generation`, generation.json's signature in its lowering info)."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
-        pte, lowering_json, et_record, metrics = lower_with_executorch(
-            backend, exported_program, inputs, run_dir, model_name, generation
+        pte, lowering_json, et_record, metrics, taps = lower_with_executorch(
+            backend, exported_program, inputs, run_dir, model_name, observe, generation
         )
-        return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics)
+        return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics, tap_files=taps)
     load_started = time.perf_counter()
     program, exported = _exported_program(exported_program)
     load_seconds = time.perf_counter() - load_started

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from stages.closed_sets import ObserveMode
+
 
 class RuntimeName(StrEnum):
     """The runtimes the run stage has (`runtime.name`)."""
@@ -71,4 +73,7 @@ class RuntimeConfig:
     # ("Unable to find populated event") though its parser reads them: turn off for its Inspector.
     track_allocations: bool = False  # ExecuTorch 1.5.1's Inspector cannot open them
     filter: EventFilterConfig = field(default_factory=EventFilterConfig)
+    # Values inside an executorch_* backend's delegates: `tap` instruments the program so they
+    # come back as extra program outputs (docs/executorch_interop.md); `off`: what it logs.
+    observe: ObserveMode = ObserveMode.off
     generate: GenerateConfig = field(default_factory=GenerateConfig)

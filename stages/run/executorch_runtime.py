@@ -71,6 +71,11 @@ def _load(program: bytes, where: str, **options: Any) -> Any:
         raise ExecuTorchRuntimeError(f"ExecuTorch could not load {where}: {exc}") from exc
 
 
+def load_module(program: bytes, where: str) -> Any:
+    """ExecuTorch's runtime module of `program` (no debug buffer)."""
+    return _load(program, where)
+
+
 def _etdump_of(module: Any, debug_buffer: bool) -> tuple[ETDumpData, bytes]:
     with tempfile.TemporaryDirectory() as tmp:
         dump, buffer = Path(tmp) / "etdump.etdp", Path(tmp) / "debug.bin"

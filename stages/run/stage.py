@@ -59,6 +59,8 @@ class RunArtifacts:
     outputs: Path
     metrics: dict[str, float] = field(default_factory=dict)
     step_inputs: Path | None = None  # a generation's captured steps' inputs
+    # runtime.observe=tap: what instrumentation changed, which tapped values were refused.
+    instrumentation: Path | None = None
 
 
 def _level(table: Mapping[str, int], value: str, option: str) -> int:
@@ -155,33 +157,39 @@ def _capture(
     return outputs
 
 
-def run_run(
-    runtime: RuntimeConfig,
-    program: Path,
-    inputs: Path,
-    run_dir: Path,
-    generation: Path | None = None,
-) -> RunArtifacts:
-    """Warm up, time, capture intermediates apart; with generation.json, generate instead."""
-    debug_level = EventTracerDebugLogLevel(
-        _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
-    )
-    profiling = EventTracerProfilingLevel(
-        _level(_PROFILING_LEVELS, runtime.profiling_level, "runtime.profiling_level")
-    )
+def _check_budget(runtime: RuntimeConfig) -> None:
+    """runtime.warmup and the iteration budget, checked before anything runs."""
     if runtime.warmup < 0:
         raise RuntimeConfigError(f"runtime.warmup={runtime.warmup}: give 0 or more")
     try:
         _budget(runtime)
     except IterationBudgetError as exc:
         raise RuntimeConfigError(str(exc)) from exc
+
+
+def run_run(
+    runtime: RuntimeConfig,
+    program: Path,
+    inputs: Path,
+    run_dir: Path,
+    generation: Path | None = None,
+    taps: tuple[Path, ...] = (),
+) -> RunArtifacts:
+    """Warm up, time, capture intermediates apart (generation.json: generate; `taps`: tap)."""
+    debug_level = EventTracerDebugLogLevel(
+        _level(_DEBUG_LEVELS, runtime.debug_level, "runtime.debug_level")
+    )
+    profiling = EventTracerProfilingLevel(
+        _level(_PROFILING_LEVELS, runtime.profiling_level, "runtime.profiling_level")
+    )
+    _check_budget(runtime)
     samples = load_samples(inputs)
     if not holds_saved(program):  # a program the lower stage just wrote is this tool's
         with program.open("rb") as fh:
             if is_executorch_program(fh.read(8)):  # the runtime plug-in the backend chose
                 if generation is not None:
                     return _generate_executorch(runtime, debug_level, program, samples, generation)
-                return _run_executorch(runtime, debug_level, program, samples, run_dir)
+                return _run_executorch(runtime, debug_level, program, samples, run_dir, taps)
     tracer = EventTracer(
         debug_level=EventTracerDebugLogLevel.NO_LOGGING,
         profiling_level=profiling,
@@ -248,21 +256,29 @@ def _run_executorch(
     program: Path,
     samples: list[tuple[torch.Tensor, ...]],
     run_dir: Path,
+    taps: tuple[Path, ...] = (),
 ) -> RunArtifacts:
     """ExecuTorch's .pte in ExecuTorch's runtime, written in the same layout as ours."""
     from stages.run.executorch_runtime import run_program, write_run
+    from stages.run.executorch_taps import add_taps
 
     data = program.read_bytes()
     capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
     budget = _budget(runtime)
     run = run_program(data, str(program), samples, runtime.warmup, budget, capture)
+    instrumentation = None
+    if len(taps) == 2 and capture:
+        instrumentation = run_dir / ArtifactName.INSTRUMENTATION
+        run = add_taps(run, taps[0], taps[1], samples, instrumentation)
     etdump_path = run_dir / ArtifactName.ETDUMP
     debug_path = run_dir / ArtifactName.DEBUG_BUFFER
     etdump_bytes = write_run(run, data, etdump_path, debug_path)
     outputs_path = run_dir / ArtifactName.RUN_OUTPUTS
     save_samples(run.outputs, outputs_path)
     metrics = _metrics(budget.done, run.etdump, etdump_bytes, debug_path.stat().st_size)
-    return RunArtifacts(etdump_path, debug_path, outputs_path, metrics=metrics)
+    return RunArtifacts(
+        etdump_path, debug_path, outputs_path, metrics=metrics, instrumentation=instrumentation
+    )
 
 
 def _run_generation(

@@ -22,7 +22,12 @@ from stages.formats.etdump.records import (
     read_stamp,
 )
 from stages.formats.etrecord import DelegateMapRecord, ETRecord, HandleInfo
-from stages.formats.etrecord_types import OWN_MAP, RECOVERED_MAP
+from stages.formats.etrecord_types import (
+    OWN_MAP,
+    RECOVERED_MAP,
+    TAP_LINK,
+    tap_identifier_handles,
+)
 from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 NS_PER_MS = 1e6
@@ -135,6 +140,12 @@ def link_event(
         return Link()
     if identifier is not None:
         record = index.delegate_instructions.get(instruction_id)
+        tapped = tap_identifier_handles(identifier)
+        if tapped is not None and record is not None:  # runtime.observe=tap: the handles it names
+            remapped = tuple(index.handle_attribution.get(h, h) for h in tapped)
+            return Link(
+                remapped, True, record.backend_name, identifier, record.partition_id, TAP_LINK
+            )
         candidates = [record] if record is not None else list(index.maps)
         for m in candidates:
             if identifier in m.debug_handle_map:

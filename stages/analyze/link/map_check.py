@@ -28,6 +28,7 @@ from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, STAMP_EVENTS, DebugEvent
 from stages.formats.etdump.streaming import holds_debug_events
 from stages.formats.etrecord import DelegateMapRecord, ETRecord
+from stages.formats.etrecord_types import tap_identifier_handles
 from stages.handles.debug_handles import DelegateIdentifier
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,8 @@ def _unmapped(
         m = index.delegate_instructions.get(iid)
         if m is None or not m.debug_handle_map or ident in m.debug_handle_map:
             continue
+        if tap_identifier_handles(ident) is not None:
+            continue  # a tapped value (runtime.observe=tap) names its handles itself
         maps[m.partition_id] = m
         if ident not in by_partition.setdefault(m.partition_id, []):
             by_partition[m.partition_id].append(ident)
@@ -194,7 +197,8 @@ def _whole(
     usable: set[int] = set()
     for (iid, ident), output in seen.items():
         m = index.delegate_instructions.get(iid)
-        if m is None or not output or ident not in m.debug_handle_map:
+        tapped = tap_identifier_handles(ident) is not None
+        if m is None or not output or (ident not in m.debug_handle_map and not tapped):
             continue
         if (m.partition_id, ident) not in not_comparable:
             usable.add(m.partition_id)

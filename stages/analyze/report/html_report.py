@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
+from stages.analyze.report.instrumentation_line import instrumentation_line
 from stages.analyze.report.terminal_report import identity_note
 from stages.safe_io.atomic_write import write_text_atomic
 
@@ -87,6 +88,11 @@ def _facts(summary: dict[str, Any]) -> dict[str, Any]:
         "ETRecord": summary.get("etrecord"),
         "program identity": (summary.get("program_identity") or {}).get("status"),
         **_recovery_fact(summary.get("xnnpack_recovery")),
+        **(
+            {"instrumentation": line}
+            if (line := instrumentation_line(summary.get("instrumentation")))
+            else {}
+        ),
     }
 
 

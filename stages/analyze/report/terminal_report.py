@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
+from stages.analyze.report.instrumentation_line import instrumentation_line
 
 
 def _num(value: Any) -> str:
@@ -113,6 +114,19 @@ def _ops_in_order(ops: list[dict[str, Any]], shown: int = 12) -> list[str]:
     return lines
 
 
+def _run_lines(s: dict[str, Any]) -> list[str]:
+    """Latency, delegation, and what instrumentation (runtime.observe=tap) observed."""
+    lines = []
+    if s.get("latency_p50_ms") is not None:
+        lines.append(
+            f"latency p50 {_num(s['latency_p50_ms'])} ms, p90 {_num(s.get('latency_p90_ms'))} ms; "
+            f"delegated time share {_num(s.get('delegated_time_share'))}; "
+            f"partitions {s.get('partitions')}"
+        )
+    tapped = instrumentation_line(s.get("instrumentation"))
+    return [*lines, tapped] if tapped else lines
+
+
 def format_terminal_report(summary_path: Path) -> str:
     """Plain text read from summary.json, so it is the same wherever the summary came from."""
     s = json.loads(Path(summary_path).read_text())
@@ -137,12 +151,7 @@ def format_terminal_report(summary_path: Path) -> str:
     if identity:
         lines.append(f"   {identity}")
     lines.extend(f"   warning: {w}" for w in s.get("warnings", []))
-    if s.get("latency_p50_ms") is not None:
-        lines.append(
-            f"latency p50 {_num(s['latency_p50_ms'])} ms, p90 {_num(s.get('latency_p90_ms'))} ms; "
-            f"delegated time share {_num(s.get('delegated_time_share'))}; "
-            f"partitions {s.get('partitions')}"
-        )
+    lines.extend(_run_lines(s))
     lines.extend(_first_divergence_lines(s.get("first_divergence"), metric))
     findings = s.get("delegate_map_check") or []
     if findings:

@@ -1,0 +1,131 @@
+"""`runtime.observe=tap` on `executorch_*` backends: the instrumented program beside the one the
+user ships, and what instrumentation changed in it.
+
+ExecuTorch 1.5.1's own tap (`executorch.devtools.intermediate_output_tap`:
+`tap_intermediate_outputs_`, `strip_taps_`) makes each chosen value an extra program output
+that leaves its delegate; the values chosen are `executorch_tap_points`' (its default choice
+misfiles values at int8). The instrumented program is lowered with the same partitioners, and
+its partitions and serialized XNNPACK graphs are compared with the shipped program's
+(`stages.lower.instrumentation_check`); `taps.json` holds the tap points, the eager value range
+of each tap on each representative input (the run stage's plausibility check) and that
+comparison.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stages.formats.artifacts import ArtifactName
+from stages.lower.executorch_tap_points import (
+    TapPoint,
+    fused_activations,
+    handles_by_name,
+    op_names,
+    tap_points,
+)
+from stages.lower.instrumentation_check import compare_programs, op_placements, xnnpack_ops
+from stages.safe_io.atomic_write import atomic_path, write_text_atomic
+
+TAP_TOOL = "executorch.devtools.intermediate_output_tap (tap points chosen by this tool)"
+
+
+class ExecuTorchTapError(Exception):
+    """The program could not be instrumented; says what to do instead."""
+
+
+def _finite_range(value: torch.Tensor, point: TapPoint) -> list[float] | None:
+    """[min, max] of the finite values (dequantized for an int8 tap), None without any."""
+    values = value.detach().to(torch.float64)
+    if point.scale is not None:
+        values = (values - float(point.zero_point or 0)) * point.scale
+    finite = values[torch.isfinite(values)]
+    return [float(finite.min()), float(finite.max())] if finite.numel() else None
+
+
+def _tapped(shipped: Any, points: list[TapPoint]) -> tuple[Any, dict[str, int]]:
+    """A copy of the shipped program with each tap point's value an extra output; source name
+    → output index."""
+    from executorch.devtools.intermediate_output_tap import FULL_TENSOR, tap_intermediate_outputs_
+
+    sources = {p.source for p in points}
+    program = copy.deepcopy(shipped)
+    program, specs = tap_intermediate_outputs_(
+        program, rules=[(lambda n: n.name in sources, FULL_TENSOR)], error_on_empty=False
+    )
+    return program, {spec.node_name: int(spec.output_index) for spec in specs}
+
+
+def _eager_ranges(
+    program: Any, points: list[TapPoint], outputs: dict[str, int], samples: Sequence[Any]
+) -> dict[str, list[list[float] | None]]:
+    """Each tap's value range on each sample, as the instrumented program computes it eagerly."""
+    module = program.module()
+    ranges: dict[str, list[list[float] | None]] = {p.source: [] for p in points}
+    with torch.no_grad():
+        for sample in samples:
+            flat = torch.utils._pytree.tree_flatten(module(*sample))[0]
+            for point in points:
+                ranges[point.source].append(_finite_range(flat[outputs[point.source]], point))
+    return ranges
+
+
+def lower_tapped(
+    shipped: Any,
+    plain_etrecord: Any,
+    plain_pte: bytes,
+    partitioners: list[Any],
+    samples: Sequence[Any],
+    run_dir: Path,
+    lower: Callable[..., Any],
+    precision: str,
+) -> tuple[Path, Path, dict[str, float]]:
+    """Write the instrumented program and taps.json; (program path, manifest path, metrics)."""
+    points = tap_points(plain_etrecord)
+    if not points:
+        raise ExecuTorchTapError(
+            "runtime.observe=tap: no op of this program runs inside a delegate, so there is "
+            "nothing to tap; use runtime.observe=off"
+        )
+    program, outputs = _tapped(shipped, points)
+    missing = [p.source for p in points if p.source not in outputs]
+    if missing:
+        raise ExecuTorchTapError(f"runtime.observe=tap: ExecuTorch's tap skipped {missing}")
+    ranges = _eager_ranges(program, points, outputs, samples)
+    edge = lower(program, partitioner=partitioners, generate_etrecord=True)
+    from executorch.devtools.intermediate_output_tap import strip_taps_
+
+    strip_taps_(edge)
+    executorch_program = edge.to_executorch()
+    tapped_record = executorch_program.get_etrecord()
+    plain_places = op_placements(plain_pte, plain_etrecord, "shipped program")
+    tapped_places = op_placements(executorch_program.buffer, tapped_record, "instrumented program")
+    check = compare_programs(plain_pte, executorch_program.buffer, plain_places, tapped_places)
+    check["tool"] = TAP_TOOL
+    names = handles_by_name(plain_etrecord)
+    computed = xnnpack_ops(plain_places, fused_activations(plain_etrecord))
+    delegated = {op: names[op] for op in computed if op in op_names(plain_etrecord)}
+    program_path = run_dir / ArtifactName.TAP_PROGRAM
+    with atomic_path(program_path) as tmp:
+        tmp.write_bytes(executorch_program.buffer)
+    manifest = {
+        "precision": precision,
+        "program_outputs": min(outputs.values()),
+        "taps": [
+            {**p.record(), "output_index": outputs[p.source], "eager_ranges": ranges[p.source]}
+            for p in points
+        ],
+        "instrumentation": {**check, "delegated_ops": delegated},
+    }
+    manifest_path = run_dir / ArtifactName.TAP_MANIFEST
+    write_text_atomic(manifest_path, json.dumps(manifest, indent=1))
+    metrics = {
+        "tap_points": float(len(points)),
+        "instrumentation_changed_what_ran": 1.0 if check["changed_what_ran"] else 0.0,
+    }
+    return program_path, manifest_path, metrics

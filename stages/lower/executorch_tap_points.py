@@ -1,0 +1,169 @@
+"""Which values of a program handed to ExecuTorch are tapped (`runtime.observe=tap`), and which
+ops each one stands for.
+
+A tap must observe a value the delegate really computes, or it changes what runs or reads the
+wrong value: ExecuTorch's default selection (every call_function) taps q/dq nodes and values
+inside fused kernels, which at int8 pulls convolutions out of XNNPACK and makes the runtime
+return other tensors than the ones filed (issue 34). So only delegated ops are tapped, an op
+whose only user is a fusable activation is covered by the activation's tap (XNNPACK fuses it as
+the kernel's output range), and at int8 an op followed by its quantize node is tapped at that
+node: the int8 tensor the kernel wrote, dequantized at run time with the node's scale.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from stages.formats.float_reference import is_qdq
+from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.op_encoding import OpEncodingError, op_name
+
+# Activations XNNPACK fuses into the kernel before them as an output range.
+FUSED_ACTIVATIONS = frozenset(
+    {"aten.relu.default", "aten.hardtanh.default", "aten.clamp.default", "aten.relu6.default"}
+)
+QUANTIZE = "quantized_decomposed.quantize_per_tensor.default"
+
+
+@dataclass(frozen=True)
+class TapPoint:
+    """One tapped value: the node observed, the ops (and their handles) it is filed under, the
+    delegate call that computes it, what it must look like, and how to dequantize it."""
+
+    source: str
+    ops: tuple[str, ...]
+    handles: tuple[int, ...]
+    instruction_id: int
+    dtype: str
+    shape: tuple[int, ...]
+    scale: float | None = None
+    zero_point: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _op(node: torch.fx.Node) -> str:
+    try:
+        return op_name(node.target)
+    except OpEncodingError:
+        return str(node.target)
+
+
+def handles_by_name(etrecord: Any) -> dict[str, int]:
+    """Op name → debug handle of the program ExecuTorch lowered, its edge program's handles
+    carried back to it (as ExecuTorch's Inspector does)."""
+    from executorch.devtools.inspector._inspector_utils import propagate_back_debug_handle
+
+    aten = copy.deepcopy(etrecord.exported_program)
+    propagate_back_debug_handle(aten, etrecord.export_graph_id, etrecord.edge_dialect_program)
+    found: dict[str, int] = {}
+    for node in aten.graph_module.graph.nodes:
+        handle = node.meta.get(DEBUG_HANDLE_META)
+        if isinstance(handle, tuple | list):
+            handle = handle[0] if handle else None
+        if node.op == "call_function" and handle:
+            found[node.name] = int(handle)
+    return found
+
+
+def delegate_instructions(etrecord: Any, method: str = "forward") -> dict[int, int]:
+    """Delegated handle → the instruction id of the delegate call that runs it."""
+    handle_map = (etrecord._debug_handle_map or {}).get(method, {})
+    found: dict[int, int] = {}
+    for instruction in (etrecord._delegate_map or {}).get(method, {}):
+        covered = handle_map.get(instruction, handle_map.get(str(instruction), []))
+        for handle in covered if isinstance(covered, list) else [covered]:
+            found.setdefault(int(handle), int(instruction))
+    return found
+
+
+def _sole_user(node: torch.fx.Node) -> torch.fx.Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _covered_ops(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The node, preceded by the op it is fused into when it is a fused activation."""
+    if _op(node) in FUSED_ACTIVATIONS and node.args and isinstance(node.args[0], torch.fx.Node):
+        before = node.args[0]
+        if before.op == "call_function" and not is_qdq(before) and _sole_user(before) is node:
+            return [before, node]
+    return [node]
+
+
+def _point(
+    node: torch.fx.Node, names: dict[str, int], instructions: dict[int, int]
+) -> TapPoint | None:
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor) or node.name not in names:
+        return None
+    if not all(isinstance(s, int) for s in value.shape):
+        return None  # a symbolic size: its shape cannot be checked
+    instruction = instructions.get(names[node.name])
+    user = _sole_user(node)
+    if instruction is None or (user is not None and _op(user) in FUSED_ACTIVATIONS):
+        return None  # not delegated, or observed at the activation fused after it
+    ops = [n for n in _covered_ops(node) if n.name in names]
+    handles = tuple(names[n.name] for n in ops)
+    if user is not None and _op(user) == QUANTIZE and len(user.args) >= 3:
+        quantized = user.meta.get("val")
+        return TapPoint(
+            user.name,
+            tuple(n.name for n in ops),
+            handles,
+            instruction,
+            str(quantized.dtype if isinstance(quantized, torch.Tensor) else torch.int8),
+            tuple(int(s) for s in value.shape),
+            float(str(user.args[1])),
+            int(str(user.args[2])),
+        )
+    return TapPoint(
+        node.name,
+        tuple(n.name for n in ops),
+        handles,
+        instruction,
+        str(value.dtype),
+        tuple(int(s) for s in value.shape),
+    )
+
+
+def _ops(etrecord: Any) -> list[torch.fx.Node]:
+    """The program's ops: call_function nodes that are no q/dq op and no getitem."""
+    return [
+        n
+        for n in etrecord.exported_program.graph_module.graph.nodes
+        if n.op == "call_function" and not is_qdq(n) and n.target is not operator.getitem
+    ]
+
+
+def op_names(etrecord: Any) -> set[str]:
+    """Names of the program's ops (q/dq and getitem nodes aside)."""
+    return {n.name for n in _ops(etrecord)}
+
+
+def fused_activations(etrecord: Any) -> dict[str, str]:
+    """Activation → the op XNNPACK fuses it into (its only producer, used by it alone)."""
+    found = {}
+    for node in _ops(etrecord):
+        covered = _covered_ops(node)
+        if len(covered) == 2:
+            found[node.name] = covered[0].name
+    return found
+
+
+def tap_points(etrecord: Any, method: str = "forward") -> list[TapPoint]:
+    """The values to tap in the program the ETRecord recorded, in graph order."""
+    names = handles_by_name(etrecord)
+    instructions = delegate_instructions(etrecord, method)
+    points = []
+    for node in _ops(etrecord):
+        point = _point(node, names, instructions)
+        if point is not None:
+            points.append(point)
+    return points

@@ -1,0 +1,62 @@
+"""Is a tapped value plausibly the value of the op it is filed under? Checked before any
+comparison, so a value an instrumented program returns for another tensor is refused with a
+reason, never compared (ExecuTorch's default tap misfiles values at int8: issue 34).
+
+The tap's recorded shape and dtype must match exactly, and the spread of its finite values
+(max - min, dequantized for an int8 tap) must be within a factor `SPREAD_FACTOR` of the spread
+the instrumented program computes eagerly on the same input (taps.json `eager_ranges`). A
+precision's rounding, and the faults this tool injects (scale 1.5, offsets), stay well inside
+that factor; a weight's value range filed under an activation, or a zeroed buffer, do not. A value
+with no finite element is not refused (NaN is a numeric finding, not a misfiling).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+SPREAD_FACTOR = 4.0
+_TINY = 1e-12
+
+
+def dequantized(value: torch.Tensor, tap: dict[str, Any]) -> torch.Tensor:
+    """The tapped value as float32: an int8 tap dequantized with its quantize node's params."""
+    if tap.get("scale") is None:
+        return value.to(torch.float32)
+    return ((value.to(torch.float32) - float(tap.get("zero_point") or 0)) * float(tap["scale"])).to(
+        torch.float32
+    )
+
+
+def finite_range(value: torch.Tensor) -> list[float] | None:
+    """[min, max] of the finite elements, None without any."""
+    value = value.detach()
+    finite = value[torch.isfinite(value)]
+    return [float(finite.min()), float(finite.max())] if finite.numel() else None
+
+
+def refusal(value: torch.Tensor, tap: dict[str, Any], sample: int) -> str | None:
+    """Why `value` cannot belong to the ops `tap` files it under, or None when it can."""
+    ops = ", ".join(tap.get("ops", ())) or tap.get("source", "?")
+    if tuple(value.shape) != tuple(tap["shape"]):
+        return f"shape {list(value.shape)} is not {ops}'s {list(tap['shape'])}"
+    if str(value.dtype) != str(tap["dtype"]):
+        return f"dtype {value.dtype} is not {ops}'s {tap['dtype']}"
+    ranges = tap.get("eager_ranges") or []
+    eager = ranges[sample] if sample < len(ranges) else None
+    seen = finite_range(dequantized(value, tap))
+    if eager is None or seen is None:
+        return None
+    expected, got = float(eager[1]) - float(eager[0]), seen[1] - seen[0]
+    low, high = expected / SPREAD_FACTOR, expected * SPREAD_FACTOR
+    if expected <= _TINY and got <= _TINY:
+        return None
+    if not low - _TINY <= got <= high + _TINY or math.isnan(got):
+        return (
+            f"its values span {got:.4g} ({seen[0]:.4g}..{seen[1]:.4g}, sample {sample}) where "
+            f"{ops} spans {expected:.4g} ({eager[0]:.4g}..{eager[1]:.4g}) in the instrumented "
+            f"program run eagerly: more than {SPREAD_FACTOR:g}x apart"
+        )
+    return None

@@ -147,22 +147,6 @@ def check_generation(cfg: DictConfig) -> None:
         )
 
 
-def check_executorch_generation(cfg: DictConfig) -> None:
-    """A generation on ExecuTorch's runtime runs, but is not analysed yet."""
-    from stages.formats.executorch_program import is_executorch_backend
-
-    generate = cfg.runtime.get("generate")
-    if generate is None or generate.get("prompt_tokens") is None:
-        return
-    if is_executorch_backend(str(cfg.backend.name)):
-        raise ConfigValueError(
-            f"runtime.generate.* with backend={cfg.backend.name}: the analysis cannot link "
-            "ExecuTorch's events of a dynamic-shape program to its ETRecord yet; run "
-            "'stages=[export,lower,run]' for its tokens and step latencies, or use an emulated "
-            "backend (xnnpack, qnn, portable) for the per-step analysis"
-        )
-
-
 def check_observe_bisect(cfg: DictConfig) -> None:
     """runtime.observe=bisect judges prefixes by the expected-error rule, on one execution."""
     if str(OmegaConf.select(cfg, "runtime.observe", default="off")) != "bisect":
@@ -197,4 +181,3 @@ def check_config(cfg: DictConfig, stages: list[str]) -> None:
     check_observe_bisect(cfg)
     if "analyze" in stages:
         check_gap_metric(cfg)
-        check_executorch_generation(cfg)

@@ -143,13 +143,40 @@ def _reference_program(
 def _carried_back(aten: Any, parsed: Any, edge: Any) -> bool:
     """ExecuTorch's own propagation of the edge program's handles to the ATen program; False
     when it cannot (it raises KeyError on an edge program whose nodes carry no handles, as
-    `to_edge` leaves them before `to_executorch`): then the edge program is the reference."""
+    `to_edge` leaves them before `to_executorch`): then the edge program is the reference.
+    A program with dynamic shapes has `sym_size` nodes the ATen program re-exported, which
+    ExecuTorch's check refuses: carried back without it when they are all that is unmatched."""
     from executorch.devtools.inspector._inspector_utils import propagate_back_debug_handle
 
     try:
-        return bool(propagate_back_debug_handle(aten, parsed.export_graph_id, edge))
+        if propagate_back_debug_handle(aten, parsed.export_graph_id, edge):
+            return True
+        if not _sym_size_handles(edge):
+            return False
+        propagate_back_debug_handle(
+            aten, parsed.export_graph_id, edge, disable_debug_handle_valdiation=True
+        )
     except (KeyError, AttributeError, TypeError, ValueError):
         return False
+    carried = {n.meta.get(DEBUG_HANDLE_META) for n in aten.graph_module.graph.nodes}
+    return _op_handles(edge) - _sym_size_handles(edge) <= carried
+
+
+def _op_handles(program: Any) -> set[Any]:
+    return {
+        n.meta.get(DEBUG_HANDLE_META)
+        for n in program.graph_module.graph.nodes
+        if n.op == "call_function" and n.meta.get(DEBUG_HANDLE_META) is not None
+    }
+
+
+def _sym_size_handles(program: Any) -> set[Any]:
+    """Handles of the edge program's `sym_size` nodes (a dynamic dimension's size)."""
+    return {
+        n.meta.get(DEBUG_HANDLE_META)
+        for n in program.graph_module.graph.nodes
+        if n.op == "call_function" and "sym_size" in str(n.target)
+    }
 
 
 def _clean_handles(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

@@ -52,7 +52,8 @@ def injected_faults(program: torch.export.ExportedProgram) -> list[dict[str, str
         if is_injected_fault(node):
             rest = node.name.removeprefix(FAULT_NODE_PREFIX)
             kind = next((k for k in FAULT_KINDS_ADDED if rest.startswith(f"{k}_")), "")
-            found.append({"kind": kind, "node": rest.removeprefix(f"{kind}_")})
+            if kind:  # not a step gate's op (`injected_fault_gate_...`)
+                found.append({"kind": kind, "node": rest.removeprefix(f"{kind}_")})
     return found
 
 

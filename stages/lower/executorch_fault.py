@@ -30,6 +30,9 @@ _FAULT_OPS: dict[str, Any] = {
 FAULT_META = "delegate_debugger_fault"
 # Every other op's name before the re-export (custom meta, as the fault op's).
 NAME_META = "delegate_debugger_name"
+# Name prefix of the ops that compute a step gate (backend.fault.from_step): injected ops too, so
+# the analysis files them under the target (stages.formats.float_reference), no fault of their own.
+GATE_NODE_PREFIX = f"{FAULT_NODE_PREFIX}gate_"
 
 
 class ExecuTorchFaultError(ValueError):
@@ -71,10 +74,15 @@ def _rename_output(program: torch.export.ExportedProgram, old: str, new: str) ->
 
 
 def insert_fault(
-    program: torch.export.ExportedProgram, target: str, kind: str, value: float
+    program: torch.export.ExportedProgram,
+    target: str,
+    kind: str,
+    value: float,
+    from_position: int | None = None,
 ) -> torch.export.ExportedProgram:
     """`program` (changed in place) with the fault op after `target`; its output is the
-    program's output where the target's was."""
+    program's output where the target's was. With `from_position` (a generation program), the
+    fault acts only on steps whose last position is at least that (see `step_gate`)."""
     graph = program.graph_module.graph
     node = next((n for n in graph.nodes if n.op == "call_function" and n.name == target), None)
     if node is None:
@@ -82,8 +90,12 @@ def insert_fault(
             f"backend.fault targets {target}, which the program at this precision lacks"
         )
     anchor = node
-    operand = float("nan") if kind == "nan" else float(value)
-    with graph.inserting_after(anchor):
+    operand: Any = float("nan") if kind == "nan" else float(value)
+    if from_position is not None:
+        operand = _gated_operand(program, anchor, kind, float(value), from_position)
+    with graph.inserting_after(
+        anchor
+    ):  # a gate's ops precede the target (they need only input_pos)
         fault = graph.call_function(_FAULT_OPS[kind], (anchor, operand))
     anchor.replace_all_uses_with(fault, delete_user_cb=lambda user: user is not fault)
     fault.name = f"{FAULT_NODE_PREFIX}{kind}_{target}"
@@ -97,6 +109,36 @@ def insert_fault(
     graph.lint()
     program.graph_module.recompile()
     return program
+
+
+def _gated_operand(
+    program: torch.export.ExportedProgram,
+    anchor: torch.fx.Node,
+    kind: str,
+    value: float,
+    from_position: int,
+) -> torch.fx.Node:
+    """The fault op's second operand as a 0-d tensor that is the plain operand's value when the
+    gate is on and leaves the target's value alone when off: offset's delta (value or 0),
+    scale's factor (value or 1), nan's factor (NaN or 1: 0/0 or 1/1)."""
+    graph = program.graph_module.graph
+    gate = step_gate(program, anchor, from_position)
+    aten, meta = torch.ops.aten, {k: v for k, v in anchor.meta.items() if k == "stack_trace"}
+    steps: list[tuple[Any, tuple[Any, ...]]]
+    if kind == "offset":
+        steps = [(aten.mul.Tensor, (gate, value))]
+    elif kind == "scale":
+        steps = [(aten.mul.Tensor, (gate, value - 1.0)), (aten.add.Tensor, (None, 1.0))]
+    else:
+        steps = [(aten.mul.Tensor, (gate, -1.0)), (aten.add.Tensor, (None, 1.0))]
+        steps.append((aten.div.Tensor, (None, None)))
+    last = gate
+    for op, args in steps:
+        with graph.inserting_after(last):
+            filled = tuple(last if a is None else a for a in args)
+            last = _gate_node(graph, anchor.name, op, filled, meta)
+        last.meta["val"] = op(*_vals(filled))
+    return last
 
 
 def name_fault_ops(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
@@ -120,3 +162,41 @@ def name_fault_ops(program: torch.export.ExportedProgram) -> torch.export.Export
         _rename_output(program, old, wanted)
     program.graph_module.recompile()
     return program
+
+
+def _gate_node(
+    graph: torch.fx.Graph, name: str, target: Any, args: tuple[Any, ...], meta: dict[str, Any]
+) -> torch.fx.Node:
+    node = graph.call_function(target, args)
+    node.name = f"{GATE_NODE_PREFIX}{len(graph.nodes)}_{name}"
+    node.meta = dict(meta)
+    return node
+
+
+def step_gate(
+    program: torch.export.ExportedProgram, anchor: torch.fx.Node, from_position: int
+) -> torch.fx.Node:
+    """A 0-d float: 1.0 when the step's last position (`input_pos[-1]`, the generation
+    program's second input) is at least `from_position`, else 0.0; inserted before `anchor`."""
+    graph = program.graph_module.graph
+    names = [*program.graph_signature.user_inputs, "", ""]
+    position = next((n for n in graph.nodes if n.op == "placeholder" and n.name == names[1]), None)
+    if position is None:
+        raise ExecuTorchFaultError(
+            "backend.fault.from_step needs a generation program (tokens, input_pos, *caches)"
+        )
+    meta = {k: v for k, v in anchor.meta.items() if k == "stack_trace"}
+    with graph.inserting_before(anchor):
+        last = _gate_node(graph, anchor.name, torch.ops.aten.select.int, (position, 0, -1), meta)
+        on = _gate_node(graph, anchor.name, torch.ops.aten.ge.Scalar, (last, from_position), meta)
+    with graph.inserting_after(on):
+        gate = _gate_node(graph, anchor.name, torch.ops.aten._to_copy.default, (on,), meta)
+        gate.kwargs = {"dtype": torch.float32}
+    for node in (last, on, gate):  # fake values, as export would have traced them
+        op: Any = node.target
+        node.meta["val"] = op(*_vals(node.args), **node.kwargs)
+    return gate
+
+
+def _vals(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args)

@@ -18,6 +18,7 @@ from stages.closed_sets import ObserveMode
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch_program import executorch_precisions
+from stages.formats.generation_signature import load_signature
 from stages.handover.exported_program import load_exported_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
@@ -81,11 +82,27 @@ def _fault_target(backend: BackendConfig, program: Any) -> str | None:
     return fault_target_name(program, backend.fault)
 
 
+def _from_position(backend: BackendConfig, generation: Path | None) -> int | None:
+    """The last position from which a `backend.fault.from_step` fault acts: step s > 0 of a
+    generation ends at position prompt_tokens - 1 + s (the prefill at prompt_tokens - 1)."""
+    if not backend.fault.from_step:
+        return None
+    if generation is None:
+        raise ExecuTorchFaultError(
+            f"backend.fault.from_step={backend.fault.from_step} applies to a generation: set "
+            "runtime.generate.prompt_tokens (and new_tokens), or drop from_step"
+        )
+    return load_signature(generation).prompt_tokens - 1 + int(backend.fault.from_step)
+
+
 def _shipped_program(
-    backend: BackendConfig, program: Any, samples: list[tuple[Any, ...]]
+    backend: BackendConfig,
+    program: Any,
+    samples: list[tuple[Any, ...]],
+    generation: Path | None = None,
 ) -> tuple[str | None, Any]:
-    """The fault's target op (or None) and the program handed to ExecuTorch: faulted, then at
-    the backend's precision."""
+    """The fault's target op (or None) and the program handed to ExecuTorch: faulted (from a
+    generation step on, with `backend.fault.from_step`), then at the backend's precision."""
     try:
         target = _fault_target(backend, program)
         if target is not None and target in {str(n) for n in backend.keep_off}:
@@ -96,7 +113,9 @@ def _shipped_program(
             )
             target = None
         if target is not None:
-            program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
+            kind, value = backend.fault.kind, backend.fault.value
+            position = _from_position(backend, generation)
+            program = insert_fault(program, target, kind, value, position)
         keep_float = frozenset(str(n) for n in backend.keep_float)
         return target, name_fault_ops(
             program_at_precision(program, str(backend.precision), samples, keep_float)
@@ -127,9 +146,11 @@ def lower_with_executorch(
     run_dir: Path,
     model_name: str,
     observe: str = ObserveMode.off,
+    generation: Path | None = None,
 ) -> tuple[Path, Path, Path, dict[str, float], tuple[Path, ...]]:
     """Write program.pte, lowering.json and ExecuTorch's ETRecord (with `runtime.observe=tap`,
-    the instrumented program and taps.json too); (paths..., metrics, tap files)."""
+    the instrumented program and taps.json too); (paths..., metrics, tap files).
+    `generation`: generation.json of a generation program (for `backend.fault.from_step`)."""
     _check_config(backend)
     try:
         from executorch.exir import to_edge_transform_and_lower
@@ -141,7 +162,7 @@ def lower_with_executorch(
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
     known = op_names(program.graph_module)  # before any pass sees the program
-    target, shipped = _shipped_program(backend, program, samples)
+    target, shipped = _shipped_program(backend, program, samples, generation)
     to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
     edge = to_edge_transform_and_lower(
         shipped, partitioner=_partitioners(backend), generate_etrecord=True
@@ -234,10 +255,12 @@ def _record_requests(report: dict[str, Any], backend: BackendConfig, target: str
         "keep_float": sorted(str(n) for n in backend.keep_float),
         "keep_off": sorted(str(n) for n in backend.keep_off),
     }
+    fault = backend.fault
     report["fault_injected"] = (
         None
         if target is None
-        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
+        else {"node": target, "kind": fault.kind, "value": fault.value}
+        | ({"from_step": fault.from_step} if fault.from_step else {})
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -84,7 +85,8 @@ def _quantized(
         for sample in samples:
             prepared(*sample)
     converted = convert_pt2e(prepared)
-    return torch.export.export(converted, tuple(samples[0]), strict=False)
+    shapes = dynamic_shapes(program)
+    return torch.export.export(converted, tuple(samples[0]), dynamic_shapes=shapes, strict=False)
 
 
 def _half(
@@ -92,4 +94,31 @@ def _half(
 ) -> torch.export.ExportedProgram:
     """The program's module with float parameters and buffers in half, exported on half inputs."""
     module = copy.deepcopy(program).module().half()
-    return torch.export.export(module, as_runtime_inputs(samples[0], Precision.fp16), strict=False)
+    sample = as_runtime_inputs(samples[0], Precision.fp16)
+    shapes = dynamic_shapes(program)
+    return torch.export.export(module, sample, dynamic_shapes=shapes, strict=False)
+
+
+def dynamic_shapes(program: torch.export.ExportedProgram) -> tuple[Any, ...] | None:
+    """The user inputs' dynamic dimensions as `torch.export` takes them again (one `Dim` per
+    symbol, its range the program's), so a re-export keeps them (a generation's token count);
+    None for a static program."""
+    dims: dict[Any, Any] = {}
+    shapes: list[dict[int, Any] | None] = []
+    user = set(program.graph_signature.user_inputs)
+    for node in program.graph_module.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        spec = {}
+        for index, size in enumerate(getattr(node.meta.get("val"), "shape", ())):
+            if isinstance(size, torch.SymInt):
+                expr = size.node.expr
+                if expr not in dims:
+                    bounds = program.range_constraints[expr]
+                    name = f"dim{len(dims)}"
+                    dims[expr] = torch.export.Dim(
+                        name, min=int(bounds.lower), max=int(bounds.upper)
+                    )
+                spec[index] = dims[expr]
+        shapes.append(spec or None)
+    return tuple(shapes) if dims else None

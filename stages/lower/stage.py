@@ -467,7 +467,7 @@ def run_lower(
     `generation`, generation.json's signature in its lowering info)."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
         pte, lowering_json, et_record, metrics, taps = lower_with_executorch(
-            backend, exported_program, inputs, run_dir, model_name, observe
+            backend, exported_program, inputs, run_dir, model_name, observe, generation
         )
         return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics, tap_files=taps)
     load_started = time.perf_counter()

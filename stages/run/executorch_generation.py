@@ -2,16 +2,17 @@
 
 As `executorch_runtime` does for plain runs: one module with ETDump profiling runs every step
 (one `Execute` block each, the step as its bundled input index), a second with a debug buffer
-repeats the captured steps (the program is a pure function of its inputs). Our layout is then
-added, as the emulated runtime writes it: each timed block's next-token logits and each capture
-block's program outputs as program-output events, their bytes appended to the debug buffer.
+repeats the captured steps (the program is a pure function of its inputs), each capture block
+holding ExecuTorch's own logged outputs (every instruction's, then the program outputs: logits
+and caches). Our layout is then added, as the emulated runtime writes it: each timed block's
+next-token logits as a program-output event, its bytes appended to the debug buffer.
 """
 
 from __future__ import annotations
 
 import torch
 
-from stages.formats.etdump import DebugBufferWriter, DebugEvent, ETDumpData, Event
+from stages.formats.etdump import DebugBufferWriter, DebugEvent, ETDumpData, Event, RunData
 from stages.formats.etdump.records import LOAD_BLOCK, TIMED_BLOCK, ValueRecord, ValueType
 from stages.formats.generation_signature import GenerationSignature, greedy_token, next_step_inputs
 from stages.run.config import GenerateConfig
@@ -50,6 +51,25 @@ def _steps(
     return run, logits
 
 
+def _captured_blocks(
+    program: bytes, where: str, captured: list[tuple[int, Sample]]
+) -> tuple[list[RunData], DebugBufferWriter]:
+    """The captured steps repeated on a module with a debug buffer: one block each (ExecuTorch
+    logs every instruction's outputs and the program outputs), and the buffer's used bytes."""
+    buffer = DebugBufferWriter()
+    if not captured:
+        return [], buffer
+    size = debug_buffer_size([s for _, s in captured], len(program))
+    debug = _load(program, where, debug_buffer_size=size)
+    for _, inputs in captured:
+        debug.run_method(METHOD, tuple(inputs))
+    capture_dump, payload = _etdump_of(debug, debug_buffer=True)
+    repeats = [b for b in capture_dump.run_data if b.name == TIMED_BLOCK]
+    blocks = [_logged_values_only(b, step) for b, (step, _) in zip(repeats, captured, strict=True)]
+    buffer.extend(payload[: _used_bytes(blocks)])
+    return blocks, buffer
+
+
 def run_generation_program(
     program: bytes,
     where: str,
@@ -65,21 +85,10 @@ def run_generation_program(
         timed.run_method(METHOD, tuple(prompt))
     run, logits = _steps(timed, prompt, 1 + cfg.new_tokens, cfg, capture)
     timed_dump, _ = _etdump_of(timed, debug_buffer=False)
+    del timed  # its weights: the capture module loads its own
     executions = [b for b in timed_dump.run_data if b.name == TIMED_BLOCK][warmup:]
     blocks = [b for b in timed_dump.run_data if b.name == LOAD_BLOCK]
-    buffer, captured_blocks = DebugBufferWriter(), []
-    if run.captured:
-        size = debug_buffer_size([s for _, s in run.captured], len(program))
-        debug = _load(program, where, debug_buffer_size=size)
-        outputs = [_tensors(debug.run_method(METHOD, tuple(s))) for _, s in run.captured]
-        capture_dump, payload = _etdump_of(debug, debug_buffer=True)
-        repeats = [b for b in capture_dump.run_data if b.name == TIMED_BLOCK]
-        captured_blocks = [
-            _logged_values_only(b, step) for b, (step, _) in zip(repeats, run.captured, strict=True)
-        ]
-        buffer.extend(payload[: _used_bytes(captured_blocks)])
-        for block, values in zip(captured_blocks, outputs, strict=True):
-            block.events = [*block.events, *(_output_event(buffer, t) for t in values)]
+    captured_blocks, buffer = _captured_blocks(program, where, run.captured)
     for step, (block, step_logits) in enumerate(zip(executions, logits, strict=True)):
         block.bundled_input_index = step
         block.events = [*block.events, _output_event(buffer, step_logits)]
@@ -88,6 +97,5 @@ def run_generation_program(
         if block.bundled_input_index in by_step:
             blocks.append(by_step[block.bundled_input_index])
         blocks.append(block)
-    payload_bytes = bytes(buffer._data)  # the writer's payload, handed on to write_run
     dump = ETDumpData(version=0, run_data=blocks)
-    return ExecuTorchRun(dump, payload_bytes, [(torch.tensor([run.tokens]),)]), run
+    return ExecuTorchRun(dump, buffer, [(torch.tensor([run.tokens]),)]), run

@@ -49,7 +49,7 @@ class ExecuTorchRun:
     """What one ExecuTorch run produced, in our ETDump layout."""
 
     etdump: ETDumpData
-    debug_payload: bytes
+    debug_buffer: DebugBufferWriter  # ExecuTorch's payload (and any tensors logged after it)
     outputs: list[tuple[torch.Tensor, ...]]
 
 
@@ -135,7 +135,9 @@ def run_program(
         payload = payload[: _used_bytes(blocks)]
     else:
         outputs = [_tensors(timed.run_method(METHOD, tuple(s))) for s in samples]
-    return ExecuTorchRun(ETDumpData(version=0, run_data=blocks), payload, outputs)
+    buffer = DebugBufferWriter()
+    buffer.extend(payload)
+    return ExecuTorchRun(ETDumpData(version=0, run_data=blocks), buffer, outputs)
 
 
 # ExecuTorch's ScalarType codes of the float dtypes a program's inputs may have.
@@ -195,8 +197,7 @@ def _used_bytes(blocks: list[RunData]) -> int:
 def write_run(run: ExecuTorchRun, program: bytes, etdump_path: Path, debug_path: Path) -> int:
     """Our ETDump (with the program and debug-buffer stamps) and debug buffer (with trailer)."""
     fingerprint = hashlib.sha256(program).hexdigest()
-    buffer = DebugBufferWriter()
-    buffer.extend(run.debug_payload)
+    buffer = run.debug_buffer
     add_stamp(run.etdump, FINGERPRINT_EVENT, fingerprint)
     add_stamp(run.etdump, DEBUG_BUFFER_EVENT, buffer.payload_sha256())
     size = write_etdump(etdump_path, run.etdump)

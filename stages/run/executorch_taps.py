@@ -19,11 +19,10 @@ from typing import Any
 
 import torch
 
-from stages.formats.etdump import Event, RunData
+from stages.formats.etdump import DebugBufferWriter, Event, RunData
 from stages.formats.etdump.records import (
     CAPTURE_BLOCK,
     DebugEvent,
-    ScalarType,
     TensorRecord,
     ValueRecord,
     ValueType,
@@ -34,7 +33,6 @@ from stages.run.tap_checks import dequantized, refusal
 from stages.safe_io.atomic_write import write_text_atomic
 
 log = logging.getLogger(__name__)
-_ALIGNMENT = 64
 # Agreement of the instrumented program's final outputs with the shipped one's, below bit-equal:
 # at fp32 they must be equal; at lower precision within this SNR (dB) of the shipped outputs.
 FINAL_OUTPUT_SNR_DB = {"fp16": 50.0, "int8": 30.0}
@@ -70,12 +68,8 @@ def _final_outputs(
     }
 
 
-def _append(payload: bytearray, value: torch.Tensor) -> TensorRecord:
-    value = value.detach().contiguous().to(torch.float32)
-    payload += b"\0" * ((-len(payload)) % _ALIGNMENT)
-    offset = len(payload)
-    payload += value.reshape(-1).view(torch.uint8).numpy().tobytes()
-    return TensorRecord(int(ScalarType.FLOAT), tuple(value.shape), tuple(value.stride()), offset)
+def _append(payload: DebugBufferWriter, value: torch.Tensor) -> TensorRecord:
+    return payload.append(value.detach().to(torch.float32))
 
 
 def _event(tap: dict[str, Any], record: TensorRecord) -> Event:
@@ -115,7 +109,7 @@ def _run_tapped(
 
 
 def _sample_events(
-    taps: list[dict[str, Any]], flat: list[torch.Tensor], sample: int, payload: bytearray
+    taps: list[dict[str, Any]], flat: list[torch.Tensor], sample: int, payload: DebugBufferWriter
 ) -> tuple[list[Event], list[dict[str, Any]]]:
     """The accepted taps of one sample as debug events, and the refused ones with reasons."""
     events, refused = [], []
@@ -146,7 +140,7 @@ def add_taps(
     taps = list(manifest["taps"])
     results = _run_tapped(program.read_bytes(), str(program), samples)
     own = int(manifest["program_outputs"])
-    payload = bytearray(run.debug_payload)
+    payload = run.debug_buffer  # the accepted values appended after ExecuTorch's bytes
     blocks = list(run.etdump.run_data)
     refused: list[dict[str, Any]] = []
     accepted = 0
@@ -185,4 +179,4 @@ def add_taps(
         changed_what_ran=bool(record.get("changed_what_ran")) or not finals["bit_equal"],
     )
     write_text_atomic(out, json.dumps(record, indent=1))
-    return replace(run, etdump=replace(run.etdump, run_data=blocks), debug_payload=bytes(payload))
+    return replace(run, etdump=replace(run.etdump, run_data=blocks))

@@ -3,6 +3,7 @@ through the comparators, integer and bool outputs exactly, index outputs by the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,22 +20,63 @@ from stages.analyze.compare.exact_compare import (
 from stages.analyze.compare.expected_error import bit_identical
 from stages.analyze.compare.gap_groups import GapGroup, Value
 from stages.analyze.compare.runtime_outputs import scalar_tensor
+from stages.analyze.link.view_shapes import same_but_unit_dims
+
+RESHAPE_OPS = frozenset({"view", "view_copy", "_unsafe_view", "reshape"})
 
 
-def output_pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, Any]], str]:
-    """(output index, runtime tensor, reference tensor) to compare, and a status."""
+def _shape_of(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _is_view(value: Any, shape: tuple[int, ...] | None, reshaped: bool) -> bool:
+    """A runtime tensor holding a reference shape's elements in order: size-1 dims aside, or
+    any shape of as many elements when the reference op only reshapes (`reshaped`)."""
+    if not isinstance(value, torch.Tensor) or shape is None:
+        return False
+    if same_but_unit_dims(tuple(value.shape), shape):
+        return True
+    return reshaped and value.numel() == math.prod(shape)
+
+
+def _as_view(value: Any, shape: tuple[int, ...] | None, reshaped: bool) -> Any:
+    """`value` in the reference's shape when it holds the same elements in order."""
+    if shape is None or not _is_view(value, shape, reshaped) or tuple(value.shape) == shape:
+        return value
+    return value.reshape(shape)
+
+
+def reshapes_only(node: torch.fx.Node | None) -> bool:
+    """Whether the op only reshapes its input (view_copy, view, reshape): a delegate may return
+    the value before it, which ExecuTorch then views at runtime (`et_view`)."""
+    if node is None or node.op != "call_function":
+        return False
+    name = str(getattr(node.target, "__name__", node.target))
+    parts = name.split(".")
+    return (parts[-2] if len(parts) >= 2 else name) in RESHAPE_OPS
+
+
+def output_pairs(
+    runtime: Value, reference: Any, reshaped: bool = False
+) -> tuple[list[tuple[int, Any, Any]], str]:
+    """(output index, runtime tensor, reference tensor) to compare, and a status; `reshaped`:
+    the reference op only reshapes (see `reshapes_only`)."""
     rts = list(runtime) if isinstance(runtime, list | tuple) else [runtime]
     refs = [
         scalar_tensor(r)
         for r in (list(reference) if isinstance(reference, list | tuple) else [reference])
     ]
     if len(rts) == len(refs):
-        pairs = list(zip(range(len(rts)), rts, refs, strict=True))
+        pairs = [
+            (i, _as_view(a, _shape_of(b), reshaped), b)
+            for i, a, b in zip(range(len(rts)), rts, refs, strict=True)
+        ]
     elif len(refs) == 1 and isinstance(refs[0], torch.Tensor):  # e.g. native_layer_norm's 3
         # the runtime op's output of the reference's shape and kind: native_dropout's value,
         # never its bool mask of the same shape
         shape, floating = tuple(refs[0].shape), refs[0].is_floating_point()
         same = [t for t in rts if isinstance(t, torch.Tensor) and tuple(t.shape) == shape]
+        same = same or [_as_view(t, shape, reshaped) for t in rts if _is_view(t, shape, reshaped)]
         kind = [t for t in same if t.is_floating_point() == floating]
         pairs = [(0, (kind or same or rts)[-1], refs[0])]
     elif len(rts) == 1 and isinstance(rts[0], torch.Tensor):
@@ -43,9 +85,11 @@ def output_pairs(runtime: Value, reference: Any) -> tuple[list[tuple[int, Any, A
             for i, r in enumerate(refs)
             if isinstance(r, torch.Tensor) and tuple(r.shape) == tuple(rts[0].shape)
         ]
+        match = match or [i for i, r in enumerate(refs) if _is_view(rts[0], _shape_of(r), reshaped)]
         if not match:
             return [(0, rts[0], None)], "shape_mismatch"
-        pairs = [(match[-1], rts[0], refs[match[-1]])]
+        reference = refs[match[-1]]
+        pairs = [(match[-1], _as_view(rts[0], tuple(reference.shape), reshaped), reference)]
     else:
         return [], "output_count_mismatch"
     return [

@@ -16,7 +16,7 @@ from stages.analyze.compare.expected_error import (
     error_budget,
     variation_snr,
 )
-from stages.analyze.compare.gap_compare import output_pairs, pair_status, rule_for
+from stages.analyze.compare.gap_compare import output_pairs, pair_status, reshapes_only, rule_for
 from stages.analyze.compare.gap_groups import GapGroup, Value
 from stages.analyze.compare.local_rerun import note_unobserved, rerun
 from stages.analyze.compare.sample_walk import SampleWalk
@@ -83,13 +83,14 @@ def collect_group(
     several = multi_output_nodes(group, runtime, reference)
     if several:  # each output of the call against the node it is
         reference = [env.get(n) for n in several]
-    pairs, status = output_pairs(runtime, reference)
+    reshaped = reshapes_only(anchor) and not several
+    pairs, status = output_pairs(runtime, reference, reshaped)
     first = anchor.args[0] if anchor.args else None
     ranked = env.get(first) if isinstance(first, torch.fx.Node) else None
     ranked_loc = None
     try:
         local_ref, ranked_loc = rerun(group, env, subst, fixed, several)
-        local_pairs = {i: b for i, _, b in output_pairs(runtime, local_ref)[0]}
+        local_pairs = {i: b for i, _, b in output_pairs(runtime, local_ref, reshaped)[0]}
     except Exception as exc:  # a reference op refusing runtime inputs is a finding
         local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
     expected_pairs = _expected_pairs(group, env, subst, fixed, emulation, runtime, several)
@@ -131,7 +132,7 @@ def _expected_pairs(
         emulated, _ = rerun(group, env, subst, fixed, outputs, emulation)
     except Exception:  # the fp32 re-run reports the failure; the budget falls back to the floor
         return {}
-    return {i: b for i, _, b in output_pairs(runtime, emulated)[0]}
+    return {i: b for i, _, b in output_pairs(runtime, emulated, reshapes_only(group.anchor))[0]}
 
 
 def build_rows(

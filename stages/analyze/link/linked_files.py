@@ -32,6 +32,7 @@ from stages.analyze.link.program_identity import (
     check_logged_outputs,
     prove_identity,
 )
+from stages.analyze.link.view_links import with_view_instructions
 from stages.analyze.link.xnnpack_graphs import load_xnnpack_graphs
 from stages.analyze.link.xnnpack_recovery import (
     RecoveryReport,
@@ -82,6 +83,7 @@ def load_and_link(
     inputs = load_inputs(etdump, debug_buffer, etrecord, cfg.method, program_path)
     record = inputs.etrecord
     index = ProgramIndex.from_etrecord(record) if record is not None else ProgramIndex.empty()
+    index = with_view_instructions(index, record, pte)
     info = record.lowering_info if record is not None else {}
     method = str(info.get("method", "")) if record is not None else ""
     methods = [str(m) for m in info.get("methods", [])]

@@ -64,6 +64,9 @@ class ProgramIndex:
     handle_attribution: dict[int, int] = field(default_factory=dict)
     # What the runtime is compared with, when the ETRecord names it (ExecuTorch's: which graph).
     reference_graph: str = ""
+    # Instructions that only re-point a tensor (ExecuTorch's `et_view`, from the .pte): their
+    # events stand for no operator (stages.formats.executorch_views).
+    view_instructions: frozenset[int] = frozenset()
 
     @classmethod
     def empty(cls) -> ProgramIndex:
@@ -172,7 +175,7 @@ def link_event(
         own_map = bool(m.debug_handle_map) and m.map_source != RECOVERED_MAP
         partition = () if own_map else m.delegated_handles
         return Link(partition, delegate_backend_name=m.backend_name, partition_id=m.partition_id)
-    if instruction_id < 0 or not index.linked:
+    if instruction_id < 0 or not index.linked or instruction_id in index.view_instructions:
         return Link()
     handles = index.instruction_handles.get(instruction_id)
     return Link(handles) if handles is not None else None

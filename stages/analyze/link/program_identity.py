@@ -26,6 +26,7 @@ from stages.analyze.link.linking import (
     link_event,
     logged_outputs,
 )
+from stages.analyze.link.view_shapes import same_but_unit_dims
 from stages.formats.etdump import DebugBuffer, ETDumpData, TensorRecord, ValueType
 from stages.formats.etdump.debug_buffer import scalar_dtype, tensor_nbytes
 from stages.formats.etdump.records import DEBUG_BUFFER_EVENT, DebugEvent
@@ -183,6 +184,8 @@ def _anchors(program: ExportedProgram) -> dict[DebugHandle, tuple[int, torch.fx.
 
 
 def _shape(value: torch.Tensor) -> tuple[int, ...] | None:
+    if any(isinstance(d, torch.SymInt) for d in value.shape):
+        return None  # a dynamic dimension (a generation's step program): any size is its own
     try:
         return tuple(int(d) for d in value.shape)
     except (TypeError, RuntimeError):  # symbolic sizes: not checkable here
@@ -194,7 +197,7 @@ def _agrees(record: TensorRecord, reference: object) -> bool | None:
     if not isinstance(reference, torch.Tensor) or (shape := _shape(reference)) is None:
         return None
     dtype = scalar_dtype(record.scalar_type)
-    if dtype is None or tuple(record.sizes) != shape:
+    if dtype is None or not same_but_unit_dims(tuple(record.sizes), shape):
         return False
     if dtype.is_floating_point or reference.dtype.is_floating_point:  # precision may differ
         return dtype.is_floating_point == reference.dtype.is_floating_point

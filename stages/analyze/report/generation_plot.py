@@ -19,6 +19,11 @@ def _grid(
 def _panel(figure: object, position: int, grid: list[list[float]], labels: tuple[str, ...]) -> None:
     layers, steps, title, colorbar = labels
     axes = figure.add_subplot(2, 1, position)  # type: ignore[attr-defined]
+    axes.set_title(title)
+    if not layers or not steps:  # e.g. no step logged its caches
+        axes.text(0.5, 0.5, "nothing recorded", ha="center", va="center")
+        axes.set_axis_off()
+        return
     finite = [v for row in grid for v in row if math.isfinite(v)]
     clipped = [[v if math.isfinite(v) or math.isnan(v) else 300.0 for v in row] for row in grid]
     image = axes.imshow(
@@ -32,7 +37,6 @@ def _panel(figure: object, position: int, grid: list[list[float]], labels: tuple
     axes.set_yticks(range(len(layers)), labels=layers)
     axes.set_xticks(range(len(steps)), labels=steps)
     axes.set_xlabel("step (0: prefill)")
-    axes.set_title(title)
     figure.colorbar(image, ax=axes, label=colorbar)  # type: ignore[attr-defined]
 
 

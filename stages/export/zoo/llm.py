@@ -36,7 +36,31 @@ def _apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
 
 
-class GQAttention(nn.Module):
+class CachedStep(nn.Module):
+    """A module run two ways: `full(x)` over the fixed-length sequence, or, given `input_pos`
+    and the caches, `step(x, input_pos, k_cache, v_cache)` returning (out, k_cache, v_cache)."""
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        input_pos: torch.Tensor | None = None,
+        k_cache: torch.Tensor | None = None,
+        v_cache: torch.Tensor | None = None,
+    ) -> Any:
+        if input_pos is not None and k_cache is not None and v_cache is not None:
+            return self.step(x, input_pos, k_cache, v_cache)
+        return self.full(x)
+
+    def full(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def step(
+        self, x: torch.Tensor, input_pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+class GQAttention(CachedStep):
     """Causal attention where groups of query heads share key/value heads."""
 
     def __init__(self, dim: int, heads: int, kv_heads: int, seq_len: int) -> None:
@@ -57,16 +81,8 @@ class GQAttention(nn.Module):
             "mask", torch.full((seq_len, seq_len), float("-inf")).triu(1), persistent=False
         )
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        input_pos: torch.Tensor | None = None,
-        k_cache: torch.Tensor | None = None,
-        v_cache: torch.Tensor | None = None,
-    ) -> Any:
-        """Fixed-length causal attention; with `input_pos` and caches, one cached step."""
-        if input_pos is not None and k_cache is not None and v_cache is not None:
-            return self.step(x, input_pos, k_cache, v_cache)
+    def full(self, x: torch.Tensor) -> torch.Tensor:
+        """Fixed-length causal attention."""
         b, n, _ = x.shape
         q = self.wq(x).view(b, n, self.heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(b, n, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -120,7 +136,7 @@ class SwiGLU(nn.Module):
         return self.w2(nn.functional.silu(self.w1(x)) * self.w3(x))
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(CachedStep):
     def __init__(self, dim: int, heads: int, kv_heads: int, hidden: int, seq_len: int) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(dim)
@@ -128,16 +144,8 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = RMSNorm(dim)
         self.ffn = SwiGLU(dim, hidden)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        input_pos: torch.Tensor | None = None,
-        k_cache: torch.Tensor | None = None,
-        v_cache: torch.Tensor | None = None,
-    ) -> Any:
-        """The fixed-length layer; with `input_pos` and caches, one cached step."""
-        if input_pos is not None and k_cache is not None and v_cache is not None:
-            return self.step(x, input_pos, k_cache, v_cache)
+    def full(self, x: torch.Tensor) -> torch.Tensor:
+        """The fixed-length layer."""
         x = x + self.attn(self.attn_norm(x))
         return x + self.ffn(self.ffn_norm(x))
 

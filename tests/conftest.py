@@ -41,6 +41,38 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# Session-scoped fixtures whose users share what they build (one stage cache): one worker runs
+# them all. Other session fixtures serve so many files that one worker would get too much.
+SHARED_SESSION_FIXTURES = frozenset({"run_generation"})
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test using a module-scoped fixture (its module) or a listed session
+    fixture (the fixture's name), else None."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in info.names_closure:
+        definitions = info.name2fixturedefs.get(name) or ()
+        scope = definitions[-1].scope if definitions else "function"
+        if name in SHARED_SESSION_FIXTURES and scope == "session":
+            return name
+        if scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `-n 2` (`--dist loadgroup` in pyproject.toml) the tests sharing a module-scoped
+    fixture run on one worker, so what the fixture builds (an export, a lowering, a corpus, a
+    server) is built once, not once per worker."""
+    for item in items:
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_tracking_store(tmp_path_factory: pytest.TempPathFactory) -> Generator[None]:
     """Session-scoped fixtures' MLflow store (the fluent API's default is ./mlflow.db)."""

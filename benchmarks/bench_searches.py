@@ -1,15 +1,19 @@
 """The searches measured (issue 36.4): per case, the trials a search took, its wall time against
-one cold run of the same model, whether its result holds when re-run in a fresh directory, and
-the reduce's op count. Each command is a new CLI process in a fresh working directory (own
-MLflow store and stage cache; both the cold run and the search log to MLflow, as by default).
+one cold run of the same model, the cost of a trial after the first (median wall clock of trials
+2.. as the search timed them, which reuse the export) against that cold run, whether its result
+holds when re-run in a fresh directory, and the reduce's op count. Each command is a new CLI
+process in a fresh working directory (own MLflow store and stage cache; both the cold run and the
+search log to MLflow, as by default).
 
-    python benchmarks/bench_searches.py [--cases demo,conv,vit] [--kinds precision,delegation,reduce]
-        [--max-trials 40]            # smallest: --cases demo --kinds delegation
+    python benchmarks/bench_searches.py [--cases demo,conv,vit,executorch] [--kinds precision,delegation,reduce]
+        [--max-trials 40]            # smallest: --cases demo --kinds delegation --max-trials 4
 
-Cases: demo (outlier_mlp int8 precision; mlp fault delegation and reduce), conv (an unseen
-conv net with an outlier channel, benchmarks/search_models.py: precision), vit (ViT int8
-precision; a fault on matmul_3 at fp16: delegation and reduce). Timings are wall clock on
-whatever else the machine runs: the load average is printed.
+Cases: demo (zoo: outlier_mlp int8 precision; mlp fault delegation and reduce), conv (unseen, in
+benchmarks/search_models.py: a conv net with an outlier channel, int8 precision; the same net with
+a fault on its second conv, delegation and reduce), vit (zoo: ViT int8 precision; a fault on
+matmul_3 at fp16, delegation and reduce; target: a trial costs <= 1/3 of a cold run), executorch
+(the demo's models on ExecuTorch's own XNNPACK delegate). Timings are wall clock on whatever else
+the machine runs: the load average is printed.
 """
 
 from __future__ import annotations
@@ -30,17 +34,30 @@ CONV = [
     f"model._target_={REPO / 'benchmarks' / 'search_models.py'}:build_conv_outlier",
     "model.inputs=[{shape:[4,3,16,16]}]",
 ]
+CONV_FAULT = ["backend.fault.node=conv2d_1", "backend.fault.kind=scale"]
 CASES: dict[str, list[tuple[str, list[str]]]] = {
     "demo": [
         ("precision", ["model=outlier_mlp", "backend=xnnpack", "backend.precision=int8"]),
         ("delegation", ["model=mlp", "backend=xnnpack", "backend.fault.node=linear_1"]),
         ("reduce", ["model=mlp", "backend=xnnpack", "backend.fault.node=linear_1"]),
     ],
-    "conv": [("precision", [*CONV, "backend=xnnpack", "backend.precision=int8"])],
+    "conv": [
+        ("precision", [*CONV, "backend=xnnpack", "backend.precision=int8"]),
+        ("delegation", [*CONV, "model.kwargs.outlier=1.0", "backend=qnn", *CONV_FAULT]),
+        ("reduce", [*CONV, "model.kwargs.outlier=1.0", "backend=qnn", *CONV_FAULT]),
+    ],
     "vit": [
         ("precision", ["model=vit", "backend=xnnpack", "backend.precision=int8"]),
         ("delegation", ["model=vit", "backend=qnn", "backend.fault.node=matmul_3"]),
         ("reduce", ["model=vit", "backend=qnn", "backend.fault.node=matmul_3"]),
+    ],
+    "executorch": [
+        (
+            "precision",
+            ["model=outlier_mlp", "backend=executorch_xnnpack", "backend.precision=int8"],
+        ),
+        ("delegation", ["model=mlp", "backend=executorch_xnnpack", "backend.fault.node=linear_1"]),
+        ("reduce", ["model=mlp", "backend=executorch_xnnpack", "backend.fault.node=linear_1"]),
     ],
 }
 
@@ -84,6 +101,30 @@ def _holds(kind: str, found: dict, args: list[str], cwd: Path) -> bool:
     return summary["verdict"] == "pass"
 
 
+def later_trial_seconds(found: dict) -> float | None:
+    """Median wall clock of the trials after the first (they reuse its export), as timed by the
+    search (search.json's trial_log); the proving re-run (cache=false, cold) left out. None when
+    there is no such trial."""
+    seconds = sorted(
+        t["seconds"]
+        for t in found.get("trial_log", [])[1:]
+        if t.get("seconds") is not None and "cache=false" not in t["overrides"]
+    )
+    return round(seconds[len(seconds) // 2], 2) if seconds else None
+
+
+def _ratio(part: float | None, whole: float) -> float | None:
+    return None if part is None else round(part / whole, 3)
+
+
+def _result_ops(found: dict) -> int | None:
+    """How many ops the result names (keep_float / keep_off), or the reduce's program size."""
+    if found.get("ops") is not None:
+        return int(found["ops"])
+    lists = [v for v in (found.get("result") or {}).values() if isinstance(v, list)]
+    return sum(len(v) for v in lists) if lists else None
+
+
 def measure(kind: str, args: list[str], max_trials: int) -> dict:
     """One search and one cold run of the same model, each in its own fresh directory."""
     with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
@@ -121,6 +162,9 @@ def measure(kind: str, args: list[str], max_trials: int) -> dict:
             "search_s": round(search_s, 1),
             "cold_run_s": round(cold_s, 1),
             "per_trial_over_cold": round(search_s / max(found["trials"], 1) / cold_s, 3),
+            "later_trial_s": later_trial_seconds(found),
+            "later_trial_over_cold": _ratio(later_trial_seconds(found), cold_s),
+            "result_ops": _result_ops(found),
             "holds": _holds(kind, found, args, work),
         }
 

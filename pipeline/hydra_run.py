@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,4 +46,29 @@ def run_from_hydra(cfg: DictConfig) -> PipelineResult:
     _share_cores(hydra_cfg)
     overrides = [o for o in hydra_cfg.overrides.task if not o.startswith("hydra.run.dir=")]
     resume = shlex.join([*command_prefix(), *overrides, f"hydra.run.dir={run_dir}"])
-    return run_pipeline(cfg, resume_command=resume, base_dir=Path(hydra_cfg.runtime.cwd))
+    trial = hydra_cfg.mode == RunMode.MULTIRUN and OmegaConf.select(cfg, "search.kind") is not None
+    with _console_quiet(trial):  # a search prints one progress line per trial instead
+        return run_pipeline(
+            cfg,
+            resume_command=resume,
+            base_dir=Path(hydra_cfg.runtime.cwd),
+            print_summary=not trial,
+        )
+
+
+@contextlib.contextmanager
+def _console_quiet(quiet: bool) -> Iterator[None]:
+    """Only errors reach the terminal while `quiet` (the log file keeps everything)."""
+    consoles = [
+        h
+        for h in logging.getLogger().handlers
+        if type(h) is logging.StreamHandler and quiet  # not a FileHandler (a subclass)
+    ]
+    levels = [h.level for h in consoles]
+    for handler in consoles:
+        handler.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for handler, level in zip(consoles, levels, strict=True):
+            handler.setLevel(level)

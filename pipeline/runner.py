@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -18,19 +19,19 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.cache.fingerprint import compute_fingerprint, explain_change
+from pipeline.cache.fingerprint import Fingerprint, compute_fingerprint, explain_change
 from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
 from pipeline.config.backend_option import settle_backend_option
 from pipeline.config.checks import check_config
 from pipeline.config.input_files import check_given_files
 from pipeline.config.model_option import settle_model_option
-from pipeline.config.op_override_checks import check_override_names
 from pipeline.config.schema import STAGE_ORDER, stage_names
 from pipeline.cpu_threads import apply_threads, choose_threads
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
 from pipeline.invocation import command_prefix
 from pipeline.log_files import log_traceback_to_files
+from pipeline.op_names_preflight import Preflight, check_op_names_before_stages
 from pipeline.outcomes import PipelineResult, StageOutcome, StageStatus
 from pipeline.stage_registry import STAGES, output_paths, stage_metrics
 from pipeline.terminal_summary import format_summary
@@ -90,16 +91,26 @@ def _config_value(cfg: DictConfig, key: str) -> Any:
     return value.name if isinstance(value, Enum) else value
 
 
-def _run_stage(
-    name: str, cfg: DictConfig, run_dir: Path, cache: StageCache, before_running: Callable[[], None]
-) -> StageOutcome:
+def _stage_fingerprint(name: str, cfg: DictConfig, run_dir: Path) -> tuple[Fingerprint, int]:
+    """The stage's fingerprint in `run_dir` and the torch threads it runs with."""
     spec = STAGES[name]
     inputs = _check_inputs(name, cfg, run_dir)
     config_slice = {key: _config_value(cfg, key) for key in spec.config_keys}
     threads = choose_threads(timed=spec.timed)
     if spec.timed:
         config_slice["torch_threads"] = threads
-    fingerprint = compute_fingerprint(config_slice, inputs, (spec.entry_module,))
+    return compute_fingerprint(config_slice, inputs, (spec.entry_module,)), threads
+
+
+def _stage_digest(name: str, cfg: DictConfig, run_dir: Path) -> str:
+    return _stage_fingerprint(name, cfg, run_dir)[0].digest
+
+
+def _run_stage(
+    name: str, cfg: DictConfig, run_dir: Path, cache: StageCache, before_running: Callable[[], None]
+) -> StageOutcome:
+    spec = STAGES[name]
+    fingerprint, threads = _stage_fingerprint(name, cfg, run_dir)
     digest = fingerprint.digest
     started = time.perf_counter()
     with cache.lock(name, digest):
@@ -202,14 +213,17 @@ def _run_stages(
     tracker: DeferredTracker,
     resume: str,
     result: PipelineResult,
+    preflight: Preflight,
 ) -> None:
     """Run or reuse each stage in order, tracking its outcome, metrics and artifacts."""
     for index, name in enumerate(names, start=1):
         log.debug("[%d/%d] %s", index, len(names), name)
-        if name == "lower":  # after a reused export this is still before any stage ran
-            check_override_names(cfg, STAGES["lower"].inputs(cfg, run_dir)[0])
         try:
-            outcome = _run_stage(name, cfg, run_dir, cache, tracker.begin)
+            if name == "export" and preflight.export is not None:
+                outcome = _preflight_export(cfg, run_dir, preflight.export, preflight, tracker)
+            else:
+                stage_cache = preflight.export_cache if name == "export" else cache
+                outcome = _run_stage(name, cfg, run_dir, stage_cache, tracker.begin)
         except StageSelectionError:
             tracker.set_tags({f"stage.{name}": StageStatus.failed.value})
             raise
@@ -234,6 +248,22 @@ def _run_stages(
         for path in files:
             if path.suffix == ".csv":
                 tracker.log_table(path, f"tables/{path.stem}.json")
+
+
+def _preflight_export(
+    cfg: DictConfig,
+    run_dir: Path,
+    ran: StageOutcome,
+    preflight: Preflight,
+    tracker: DeferredTracker,
+) -> StageOutcome:
+    """The export the op-name check ran, put into the run dir: reported as done, not reused."""
+    tracker.begin()
+    reused = _run_stage("export", cfg, run_dir, preflight.export_cache, tracker.begin)
+    reason = "run before the other stages: the options name ops of its program"
+    return dataclasses.replace(
+        reused, status=StageStatus.done, seconds=ran.seconds + reused.seconds, reason=reason
+    )
 
 
 def _fault_description(cfg: DictConfig) -> str | None:
@@ -337,6 +367,41 @@ def run_pipeline(
     if "export" in names:
         settle_model_option(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
+    cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
+    preflight = check_op_names_before_stages(
+        cfg, names, run_dir, cache, _preflight_stage, _stage_digest
+    )
+    try:
+        return _run_checked(
+            cfg, names, run_dir, cache, preflight, resume_command, tracker, print_summary
+        )
+    finally:
+        preflight.close()
+
+
+def _preflight_stage(name: str, cfg: DictConfig, run_dir: Path, cache: StageCache) -> StageOutcome:
+    """A stage run by the op-name check: no tracking run is open yet."""
+    try:
+        return _run_stage(name, cfg, run_dir, cache, lambda: None)
+    except Exception as exc:
+        log_file = log_traceback_to_files(f"stage {name} failed")
+        resume = default_resume_command(_resolve_run_dir(cfg))
+        raise StageFailedError(name, exc, resume, log_file) from exc
+    finally:
+        gc.unfreeze()
+
+
+def _run_checked(
+    cfg: DictConfig,
+    names: list[str],
+    run_dir: Path,
+    cache: StageCache,
+    preflight: Preflight,
+    resume_command: str | None,
+    tracker: Tracker | None,
+    print_summary: bool,
+) -> PipelineResult:
+    """run_pipeline once the options are checked: the run dir, tracking, the stages, the summary."""
     run_dir.mkdir(parents=True, exist_ok=True)
     _check_inputs(names[0], cfg, run_dir)  # before a tracking run exists: a typo leaves none
     own_tracker = tracker is None
@@ -344,12 +409,11 @@ def run_pipeline(
     deferred = DeferredTracker(tracker or make_tracker(cfg.tracking, run_dir))
     handler = _attach_log_file(run_dir)
     resume = resume_command or default_resume_command(run_dir)
-    cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
     result = PipelineResult(run_dir=run_dir)
     previous_sigint = None
     try:
         _start_tracking(deferred, cfg, run_dir, names)
-        _run_stages(names, cfg, run_dir, cache, deferred, resume, result)
+        _run_stages(names, cfg, run_dir, cache, deferred, resume, result, preflight)
     except KeyboardInterrupt:
         previous_sigint = _ignore_sigint()  # a second Ctrl-C must not cut the bookkeeping short
         error = "interrupted by the user (Ctrl-C)"

@@ -27,15 +27,17 @@ def _check(config: DictConfig) -> None:
     kind, backend = str(config.search.kind), str(config.backend.name)
     if int(config.search.max_trials) < 2:
         raise SearchError(f"search.max_trials={config.search.max_trials}: give 2 or more")
-    if is_executorch_backend(backend):
-        raise SearchError(
-            f"search={kind}: backend {backend} is not supported by the searches yet (its "
-            "lowering.json names handles, not ops); use an emulated backend (xnnpack, qnn)"
-        )
-    if kind == "precision" and str(config.backend.precision) == "fp32":
+    precision = str(config.backend.precision)
+    if kind == "precision" and precision == "fp32":
         raise SearchError(
             "search=precision looks for ops to keep in float at a lower precision: set "
             "backend.precision=int8 (or fp16)"
+        )
+    if kind == "precision" and is_executorch_backend(backend) and precision != "int8":
+        raise SearchError(
+            f"search=precision on backend {backend} keeps ops float through its int8 "
+            f"quantizer's filter; at backend.precision={precision} there is nothing to keep: "
+            "set backend.precision=int8"
         )
 
 

@@ -18,12 +18,13 @@ def shortest_passing_prefix(
     ranked: Sequence[str], passes: Passes, kept: Sequence[str] = ()
 ) -> list[str] | None:
     """The shortest prefix of `ranked` that passes with `kept`; None when all of it fails."""
-    if not passes([*kept, *ranked]):
-        return None
-    # Galloping first (lengths 1, 2, 4, ...): a culprit ranked near the top costs few trials.
+    # Galloping (lengths 1, 2, 4, ...): a culprit ranked near the top costs few trials, and the
+    # whole list is tried only when no shorter prefix passed.
     size = 1
     while size < len(ranked) and not passes([*kept, *ranked[:size]]):
         size *= 2
+    if size >= len(ranked) and not passes([*kept, *ranked]):
+        return None
     low, high = size // 2 + 1, min(size, len(ranked))  # passes(kept + ranked[:high]) holds
     while low < high:
         middle = (low + high) // 2

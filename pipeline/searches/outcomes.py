@@ -28,6 +28,7 @@ class TrialOutcome:
     delegated_ops: list[str] = field(default_factory=list)
     error: str = ""
     resumed: bool = False
+    seconds: float | None = None  # wall clock of the trial's job (its batch's share)
 
     @property
     def failed(self) -> bool:
@@ -77,9 +78,9 @@ def read_outcome(number: int, overrides: list[str], job_dir: Path) -> TrialOutco
     lowering = job_dir / ArtifactName.LOWERING_REPORT
     if lowering.is_file():
         report = json.loads(lowering.read_text())
-        outcome.delegated_ops = [
-            op for p in report.get("partitions", []) for op in p.get("ops", [])
-        ]
+        by_partition = [op for p in report.get("partitions", []) for op in p.get("ops", [])]
+        # executorch_* backends: the ops ExecuTorch's delegates took, named by provenance
+        outcome.delegated_ops = by_partition or [str(o) for o in report.get("delegated_ops", [])]
     return outcome
 
 

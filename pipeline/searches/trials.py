@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,10 +102,13 @@ class TrialRunner:
         ]
         if self.validate is not None:
             self.validate(jobs)
+        started = time.perf_counter()
         self.launcher.launch(jobs, initial_job_idx=numbers[0] - 1)
+        share = (time.perf_counter() - started) / len(batch)
         found = []
         for number, overrides in zip(numbers, batch, strict=True):
             outcome = read_outcome(number, overrides, self.sweep_dir / f"trial-{number:03d}")
+            outcome.seconds = round(share, 3)
             self.outcomes.append(outcome)
             self.known[overrides_key(overrides)] = outcome
             found.append(outcome)
@@ -126,9 +130,10 @@ def progress_line(outcome: TrialOutcome, max_trials: int) -> str:
         return f"trial {outcome.number}/{max_trials} [{what}]: job failed: {outcome.error[:200]}"
     snr = f"{outcome.min_snr_db:.4g} dB" if outcome.min_snr_db is not None else "n/a"
     budget = {True: "budget met", False: "budget missed", None: "budget not judged"}
+    took = f" ({outcome.seconds:.1f} s)" if outcome.seconds is not None else ""
     return (
         f"trial {outcome.number}/{max_trials} [{what}]: verdict {outcome.verdict}, "
-        f"min output SNR {snr}, {budget[outcome.accuracy_met]}"
+        f"min output SNR {snr}, {budget[outcome.accuracy_met]}{took}"
     )
 
 

@@ -126,13 +126,16 @@ class SweepTracking(Callback):
         verdicts = [f"{v.model}/{v.backend}/{v.precision}" for v in marked]
         # A FAIL anywhere exits 3; only map errors (every verdict numeric pass) exit 4.
         code = min((v.exit_code for v in marked), default=VERDICT_FAILED_EXIT_CODE)
+        search = OmegaConf.select(config, "search.kind") is not None
         if self.client is not None and self.parent_id is not None:
             self._upload_offline_jobs(sweep_dir)
-            failed_runs = self._finish_parent(self.parent_id, sweep_dir, bool(failed), verdicts)
+            failed_runs = self._finish_parent(
+                self.parent_id, sweep_dir, bool(failed), verdicts, quiet=search
+            )
             failed = failed or failed_runs
-        else:
+        elif not search:  # a search's summary is search.json's (its driver printed it)
             self._compare_job_dirs(sweep_dir, len(failed), len(verdicts))
-        if OmegaConf.select(config, "search.kind") is not None:
+        if search:
             # A search's trials fail on purpose; the search's own outcome decides the exit.
             self._log_search(sweep_dir)
             exit_for_search(sweep_dir)
@@ -175,10 +178,10 @@ class SweepTracking(Callback):
             )
 
     def _finish_parent(
-        self, parent_id: str, sweep_dir: Path, failed: bool, verdicts: list[str]
+        self, parent_id: str, sweep_dir: Path, failed: bool, verdicts: list[str], quiet: bool
     ) -> list[str]:
-        """Comparison artifacts, job counts and the final status of the parent run; returns the
-        model/backend of each failed child run."""
+        """Comparison artifacts, job counts and the final status of the parent run (`quiet`: the
+        comparison table not printed); returns the model/backend of each failed child run."""
         children = self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'"
         )
@@ -206,6 +209,9 @@ class SweepTracking(Callback):
         )
         status = "FAILED" if failed or failed_runs else "FINISHED"
         self.client.set_terminated(parent_id, status=status)
+        if quiet:
+            print(f"parent MLflow run: {parent_id} ({len(children)} trial runs)", flush=True)
+            return [f"{c.data.tags.get('model')}/{c.data.tags.get('backend')}" for c in failed_runs]
         print(
             f"\n== sweep: {len(children)} jobs, {len(failed_runs)} failed, "
             f"{len(verdicts)} failed verdict(s) ==\n{comparison.text}"

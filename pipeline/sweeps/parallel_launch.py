@@ -129,7 +129,11 @@ def launch_jobs(
     state = Singleton.get_state()
     if shape.workers == 1:  # as the basic launcher: no worker start-up to pay
         stop_workers()  # one started early for more jobs than there are
-        log.info("sweep: %d job(s) one by one in this process (n_jobs resolved to 1)", len(jobs))
+        # A search launches each trial alone and prints its own progress line per trial.
+        level = logging.DEBUG if OmegaConf.select(config, "search.kind") else logging.INFO
+        log.log(
+            level, "sweep: %d job(s) one by one in this process (n_jobs resolved to 1)", len(jobs)
+        )
         return [run_sweep_job(job, hydra_context, config, task_function, state) for job in jobs]
     log.info(
         "sweep: %d jobs on %d worker process(es) forked from a warm one, %d torch thread(s) each",

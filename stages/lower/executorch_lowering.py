@@ -8,6 +8,7 @@ so the analysis reads it like any ExecuTorch user's. Needs the executorch extra.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from stages.formats.executorch_program import executorch_precisions
 from stages.handover.exported_program import load_exported_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
+from stages.lower.executorch_delegated_ops import delegated_ops_by_partition
 from stages.lower.executorch_fault import (
     ExecuTorchFaultError,
     fault_target_name,
@@ -30,7 +32,10 @@ from stages.lower.executorch_precision import (
     as_runtime_inputs,
     program_at_precision,
 )
+from stages.lower.op_overrides import op_names
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
+
+log = logging.getLogger(__name__)
 
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"
@@ -80,6 +85,13 @@ def _shipped_program(
     the backend's precision."""
     try:
         target = _fault_target(backend, program)
+        if target is not None and target in {str(n) for n in backend.keep_off}:
+            log.warning(
+                "[lower] backend.fault targets %s, which backend.keep_off keeps off the "
+                "delegate: the portable kernel that runs it is not faulted",
+                target,
+            )
+            target = None
         if target is not None:
             program = insert_fault(program, target, backend.fault.kind, backend.fault.value)
         keep_float = frozenset(str(n) for n in backend.keep_float)
@@ -110,6 +122,7 @@ def lower_with_executorch(
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
+    known = op_names(program.graph_module)  # before any pass sees the program
     target, shipped = _shipped_program(backend, program, samples)
     partitioners = make_partitioners()
     keep_off = frozenset(str(n) for n in backend.keep_off)
@@ -129,13 +142,8 @@ def lower_with_executorch(
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
     report = _report(backend, etrecord, model_name)
-    keep_float = sorted(str(n) for n in backend.keep_float)
-    report["op_overrides"] = {"keep_float": keep_float, "keep_off": sorted(keep_off)}
-    report["fault_injected"] = (
-        None
-        if target is None
-        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
-    )
+    _name_delegated_ops(report, edge, known)
+    _record_requests(report, backend, target)
     report_path = run_dir / ArtifactName.LOWERING_REPORT
     write_text_atomic(report_path, json.dumps(report, indent=2))
     total, delegated = report["handles"], len(report["delegated_handles"])
@@ -149,6 +157,29 @@ def lower_with_executorch(
         "fault_injected": 1.0 if target is not None else 0.0,
     }
     return program_path, report_path, etrecord_path, metrics
+
+
+def _record_requests(report: dict[str, Any], backend: BackendConfig, target: str | None) -> None:
+    """The op overrides and the fault as applied (None when kept off or not asked)."""
+    report["op_overrides"] = {
+        "keep_float": sorted(str(n) for n in backend.keep_float),
+        "keep_off": sorted(str(n) for n in backend.keep_off),
+    }
+    report["fault_injected"] = (
+        None
+        if target is None
+        else {"node": target, "kind": backend.fault.kind, "value": backend.fault.value}
+    )
+
+
+def _name_delegated_ops(report: dict[str, Any], edge: Any, known: list[str]) -> None:
+    """`delegated_ops` (and each partition's `ops` when the delegate calls line up with the
+    partitions): the exported program's op names, as backend.keep_off takes them."""
+    by_call = delegated_ops_by_partition(edge.exported_program(), known)
+    report["delegated_ops"] = [op for ops in by_call for op in ops]
+    if len(by_call) == len(report["partitions"]):
+        for partition, ops in zip(report["partitions"], by_call, strict=True):
+            partition["ops"] = ops
 
 
 def _report(backend: BackendConfig, etrecord: Any, model_name: str) -> dict[str, Any]:

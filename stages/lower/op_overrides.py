@@ -53,6 +53,13 @@ def _unknown(option: str, name: str, known: list[str]) -> UnknownOpError:
     )
 
 
+def check_op_name(gm: torch.fx.GraphModule, option: str, name: str) -> None:
+    """UnknownOpError unless `name` is an op of `gm` (NAME, or GRAPH.NAME in a torch.cond branch)."""
+    nodes = operator_nodes(gm)
+    if name not in {n.qualified for n in nodes} | {n.node.name for n in nodes}:
+        raise _unknown(option, name, op_names(gm))
+
+
 def resolve_overrides(
     gm: torch.fx.GraphModule, keep_float: list[str], keep_off: list[str]
 ) -> OpOverrides:

@@ -111,6 +111,8 @@ def test_keep_off_goes_through_the_xnnpack_partitioner_and_keep_float_needs_int8
     run_dir = run_pipeline(cfg, print_summary=False).run_dir
     report = json.loads((run_dir / ArtifactName.LOWERING_REPORT).read_text())
     assert report["op_overrides"] == {"keep_float": [], "keep_off": ["linear_1"]}
+    # The delegates' ops by name (what the searches try), linear_1 not among them.
+    assert "linear" in report["delegated_ops"] and "linear_1" not in report["delegated_ops"]
     with (run_dir / ArtifactName.EVENTS_CSV).open() as fh:
         events = [e for e in csv.DictReader(fh) if json.loads(e["op_names"] or "[]")]
     placed = {op: e["delegate_backend_name"] for e in events for op in json.loads(e["op_names"])}

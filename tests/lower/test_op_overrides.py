@@ -70,14 +70,17 @@ def test_keep_off_leaves_the_op_to_the_portable_runtime_unfaulted(
     assert off["summary"]["verdict"] == "pass"
 
 
-def test_an_unknown_op_is_refused_before_lowering_with_what_it_could_be(
+def test_an_unknown_op_is_refused_before_any_stage_with_what_it_could_be(
     make_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     with pytest.raises(ConfigValueError, match=r"'linear_9'.*did you mean.*linear_1"):
         run_pipeline(make_cfg(*INT8, "backend.keep_float=[linear_9]"), print_summary=False)
-    assert not (tmp_path / "run" / "lowering.json").exists()
+    assert not (tmp_path / "run").exists()  # the export ran into the cache, not a run dir
     with pytest.raises(ConfigValueError, match=r"backend\.keep_off: 'nope'"):
         run_pipeline(make_cfg(*INT8, "backend.keep_off=[nope]"), print_summary=False)
+    with pytest.raises(ConfigValueError, match=r"backend\.fault\.node: 'linear_22'.*linear_2"):
+        run_pipeline(make_cfg(*INT8, "backend.fault.node=linear_22"), print_summary=False)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_backend_that_cannot_keep_float_is_refused_before_any_stage(

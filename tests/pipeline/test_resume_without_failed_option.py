@@ -1,15 +1,14 @@
-"""After a bad `backend.fault.node`, the resume command offered leaves that option out: repeating
-it would fail the same way."""
+"""After a stage fails on an option, the resume command offered leaves that option out: repeating
+it would fail the same way. (A bad `backend.fault.node` is now refused before any stage.)"""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
 from omegaconf import open_dict
 
-from pipeline.errors import StageFailedError, without_option
+from pipeline.errors import ConfigValueError, StageFailedError, without_option
 from pipeline.runner import run_pipeline
 from stages.lower.stage import LoweringError
 from tests.helpers.configs import compose_config
@@ -36,15 +35,15 @@ def test_a_failed_option_is_left_out_of_the_resume_command() -> None:
     assert plain.resume_command == "run model=mlp hydra.run.dir=r"
 
 
-def test_a_bad_fault_node_offers_a_resume_without_it(tmp_path: Path) -> None:
+def test_a_bad_fault_node_is_refused_before_any_stage(tmp_path: Path) -> None:
+    """Since the op names are checked before any stage (issue 36.2), no stage fails on it: the
+    refusal names the option and what it could have been, and no run dir is left to resume."""
     overrides = ["model=mlp", "tracking=none", "backend.fault.node=no_such_node"]
     cfg = compose_config(tmp_path, overrides)
     with open_dict(cfg):
         cfg.run_dir = str(tmp_path / "run")
-    resume = shlex.join(["delegate-debugger", *overrides, f"hydra.run.dir={tmp_path / 'run'}"])
-    with pytest.raises(StageFailedError) as raised:
-        run_pipeline(cfg, print_summary=False, resume_command=resume)
-    assert raised.value.stage == "lower"
-    assert "no_such_node" in str(raised.value)  # the message names the bad value ...
-    assert "no_such_node" not in raised.value.resume_command  # ... the resume leaves it out
-    assert "model=mlp" in raised.value.resume_command
+    with pytest.raises(
+        ConfigValueError, match=r"backend\.fault\.node: 'no_such_node' is not an op"
+    ):
+        run_pipeline(cfg, print_summary=False)
+    assert not (tmp_path / "run").exists()

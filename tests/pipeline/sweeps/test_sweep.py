@@ -96,9 +96,13 @@ def test_sweep_logs_children_under_one_parent_and_exports_each_model_once(tmp_pa
 
 @pytest.mark.e2e
 def test_a_failing_job_does_not_stop_the_others(tmp_path: Path) -> None:
-    # three_inputs has no node linear_2: its lower stage fails; the mlp job must finish.
+    # three_inputs takes three inputs, not one: its export stage fails; the mlp job must finish.
     result = sweep(
-        tmp_path, "model=mlp,three_inputs", "backend=xnnpack", "backend.fault.node=linear_2"
+        tmp_path,
+        "model=mlp,three_inputs",
+        "backend=xnnpack",
+        "backend.fault.node=linear_2",
+        "model.inputs=[{shape:[4,32]}]",
     )
     assert result.returncode != 0
     assert "1 sweep job(s) failed: three_inputs/xnnpack" in result.stderr + result.stdout

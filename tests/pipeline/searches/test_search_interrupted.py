@@ -1,0 +1,88 @@
+"""A search stopped with Ctrl-C (issue 36.3) exits 130 in one line and keeps the trials it
+finished; the same command again resumes from them. A backend file whose second lowering
+announces itself and sleeps holds trial 2 until the test has sent its signal (no timing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli_runner import REPO, run_module
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+SLOW_SECOND_LOWERING = """
+import time
+from pathlib import Path
+
+from stages.backends.xnnpack import XnnpackBackend
+
+
+class SlowSecondLowering(XnnpackBackend):
+    name = "slow_second"
+
+    def preprocess(self, partition, compile_specs):
+        first = Path("lowered_once")
+        if first.exists() and not Path("go_on").exists():
+            Path("second_lowering_started").write_text("now")
+            time.sleep(600)  # the test interrupts the search long before this ends
+        first.write_text("yes")
+        return super().preprocess(partition, compile_specs)
+"""
+ARGS = [
+    "-m",
+    "search=delegation",
+    "model=mlp",
+    "backend._target_=./slow_backend.py:SlowSecondLowering",
+    "backend.fault.node=linear_1",
+    "tracking=none",
+    "hydra.sweep.dir=sweep",
+]
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    yield
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=60)
+
+
+def test_an_interrupted_search_resumes_from_its_finished_trials(tmp_path: Path) -> None:
+    (tmp_path / "slow_backend.py").write_text(SLOW_SECOND_LOWERING)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *ARGS],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _STARTED.append(process)
+    deadline = time.monotonic() + 600  # a hang guard, not a measure: generous under load
+    while not (tmp_path / "second_lowering_started").exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "trial 2 never lowered"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 130, out + err
+    assert "search: trial 1/40 [no overrides]: verdict fail" in out
+    assert "Traceback" not in err and err.strip().startswith("error: "), err
+    (tmp_path / "go_on").write_text("yes")
+    again = run_module("pipeline", *ARGS, cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "search: resuming, 1 trial outcome(s)" in again.stdout
+    found = json.loads((tmp_path / "sweep" / "search.json").read_text())
+    assert found["result"] == {"backend.keep_off": ["linear_1"]} and found["trials_resumed"] == 1

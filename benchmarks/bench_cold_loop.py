@@ -11,7 +11,9 @@
 
 Every cold run starts a new sqlite MLflow store (MLflow creates and migrates it).
 
-    PYTHONPATH=. python benchmarks/bench_cold_loop.py [--reps 3] [--load]
+    PYTHONPATH=. python benchmarks/bench_cold_loop.py [--reps 3] [--load] [--quick-only]
+
+`--quick-only` measures only `--help` and the config error (seconds, no ExecuTorch needed).
 
 Whole-process wall times from time.perf_counter around each subprocess; medians are printed.
 """
@@ -144,7 +146,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--load", action="store_true", help="also measure under 2 CPU burners")
+    parser.add_argument(
+        "--quick-only", action="store_true", help="only --help and a config error (no loops)"
+    )
     args = parser.parse_args()
+    if args.quick_only:
+        _quick_paths()
+        return
     if importlib.util.find_spec("executorch") is None:
         raise SystemExit("needs the [executorch] extra: pip install -e '.[executorch]'")
     _quick_paths()

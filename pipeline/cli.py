@@ -30,9 +30,9 @@ from pipeline.config.front_door import (  # noqa: E402
     short_hydra_error,
 )
 from pipeline.config.location import CONFIG_NAME, config_dir  # noqa: E402
+from pipeline.config.quick_help import quick_help_overrides, quick_help_text  # noqa: E402
 from pipeline.config.schema import register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError, StageFailedError  # noqa: E402
-from pipeline.hydra_run import run_from_hydra  # noqa: E402
 from pipeline.log_files import log_traceback_to_files  # noqa: E402
 from pipeline.process_exit import exit_process  # noqa: E402
 from pipeline.refused_runs import remove_untouched_run_dir  # noqa: E402
@@ -61,6 +61,9 @@ INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for Ctrl-C
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=CONFIG_NAME)
 def run_job(cfg: DictConfig) -> None:
     """Run the pipeline for one composed config (one job of a sweep)."""
+    # Imported here: `--help` and composition errors never load the runner and its imports.
+    from pipeline.hydra_run import run_from_hydra
+
     try:
         result = run_from_hydra(cfg)
     except RunInterruptedError as exc:
@@ -161,6 +164,15 @@ def main() -> None:
     exit_process(0)
 
 
+def _quick_help(args: list[str]) -> None:
+    """A plain `--help` printed from one compose (Hydra's own lists every config group)."""
+    overrides = quick_help_overrides(args)
+    text = None if overrides is None else quick_help_text(overrides)
+    if text is not None:
+        print(text)
+        sys.exit(0)
+
+
 def _command() -> None:
     """Parse, run and report; a failure raises SystemExit with its exit code."""
     # Hydra's errors reach us instead of being printed with its internals (see front_door).
@@ -168,6 +180,7 @@ def _command() -> None:
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         check_group_choices(sys.argv[1:])
+        _quick_help(sys.argv[1:])
         run_job()
     except CommandLineError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -41,6 +41,48 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# Fixtures whose users in several files share what they build, by group: the session's
+# generation runs (one stage cache), and the ExecuTorch corpus (harvested once per checkout under
+# a file lock: split over two workers, one would wait idle for the other's harvest). Other
+# session fixtures serve so many files that one worker would get too much.
+SHARED_FIXTURE_GROUPS = {"run_generation": "run_generation", "corpus": "executorch_corpus"}
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test using a listed fixture (its group) or a module-scoped fixture
+    (the test's module), else None."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    names = info.names_closure
+    for name in names:
+        if name in SHARED_FIXTURE_GROUPS and info.name2fixturedefs.get(name):
+            return SHARED_FIXTURE_GROUPS[name]
+    for name in names:
+        definitions = info.name2fixturedefs.get(name) or ()
+        if definitions and definitions[-1].scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `-n 2` (`--dist loadgroup` in pyproject.toml) the tests sharing a module-scoped
+    fixture run on one worker, so what the fixture builds (an export, a lowering, a corpus, a
+    server) is built once, not once per worker. A module with a listed fixture's users joins
+    that fixture's group whole (its own module fixtures stay on one worker too)."""
+    groups = {item: _shared_fixture_group(item) for item in items}
+    module_groups = {
+        item.nodeid.split("::")[0]: group
+        for item, group in groups.items()
+        if group in SHARED_FIXTURE_GROUPS.values()
+    }
+    for item, group in groups.items():
+        if group is not None:
+            module = item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(module_groups.get(module, group)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_tracking_store(tmp_path_factory: pytest.TempPathFactory) -> Generator[None]:
     """Session-scoped fixtures' MLflow store (the fluent API's default is ./mlflow.db)."""

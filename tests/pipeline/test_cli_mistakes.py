@@ -10,6 +10,7 @@ import pytest
 from tests.helpers.cli_runner import run_module
 
 MAX_LINES = 4  # "a few lines"
+HEAVY_LIBRARIES = {"torch", "mlflow", "executorch", "transformers", "matplotlib", "numpy"}
 
 
 def _fail(tmp_path: Path, *args: str) -> str:
@@ -91,15 +92,39 @@ def test_wrong_kind_of_file_is_named_before_any_stage(
     assert f"{option}={given}" in out and expected in out
 
 
+def test_a_config_error_loads_no_heavy_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
+    proc = run_module("pipeline", "backend.precision=fp64", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 1 and "error: " in proc.stderr, proc.stderr
+    imported = _imported(proc.stderr)
+    assert {"hydra", "omegaconf", "pipeline"} <= imported
+    assert not imported & HEAVY_LIBRARIES, imported & HEAVY_LIBRARIES
+
+
 def test_run_stage_inputs_missing_in_the_run_dir_leave_no_mlflow_run(tmp_path: Path) -> None:
     out = _fail(tmp_path, "stages=[run,analyze]", f"hydra.run.dir={tmp_path / 'run'}")
     assert "stage 'run' needs" in out and "stages=[export,lower,run]" in out
     assert not (tmp_path / "outputs" / "mlflow.db").exists()
 
 
-def test_help_says_what_the_tool_does_and_hides_internals(tmp_path: Path) -> None:
+def _imported(stderr: str) -> set[str]:
+    """Top-level packages a process imported, from its `-X importtime` lines on stderr."""
+    rows = (line.split("|")[-1].strip() for line in stderr.splitlines() if "|" in line)
+    return {row.split(".")[0] for row in rows if row and not row.startswith("imported package")}
+
+
+def test_help_says_what_the_tool_does_and_hides_internals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
     proc = run_module("pipeline", "--help", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    imported = _imported(proc.stderr)
+    assert {"hydra", "omegaconf", "pipeline"} <= imported  # the import lines are read
+    # --help stays light: none of the heavy libraries a run needs is loaded.
+    assert not imported & HEAVY_LIBRARIES, imported & HEAVY_LIBRARIES
     first = proc.stdout.splitlines()[0]
     assert first.startswith("python -m pipeline: export -> lower -> run -> analyze"), first
     assert "powered by Hydra" not in proc.stdout

@@ -1,16 +1,19 @@
-"""The corpus of ExecuTorch-written files, harvested once per checkout and installed version.
+"""The corpus of ExecuTorch-written files, harvested once per installed ExecuTorch version.
 
-`corpus()` returns the harvested folder (`harvest_executorch_corpus`), kept in
-`.pytest_cache/executorch-corpus-<version>/` (or `$EXECUTORCH_CORPUS_DIR`), and pairs each
-ETDump with the ETRecord and debug buffer written with it (`Analysis`).
+`corpus()` returns the harvested folder (`harvest_executorch_corpus`), kept in the user's cache
+(`~/.cache/delegate-debugger/executorch-corpus-<version>/`, or `$EXECUTORCH_CORPUS_DIR`) so
+checkouts and Pythons of one machine share it, verified against its manifest's digests before
+reuse, and pairs each ETDump with the ETRecord and debug buffer written with it (`Analysis`).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,15 +38,36 @@ def corpus_dir() -> Path:
 
     from tests.helpers.harvest_executorch_corpus import MANIFEST, harvest
 
-    root = Path(__file__).resolve().parents[2]
-    default = root / ".pytest_cache" / f"executorch-corpus-{et_version.__version__}"
+    default = test_cache_root() / f"executorch-corpus-{et_version.__version__}"
     folder = Path(os.environ.get(CORPUS_ENV, default))
     folder.parent.mkdir(parents=True, exist_ok=True)
     with (folder.parent / f".{folder.name}.lock").open("a") as lock:  # xdist workers: one harvests
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / MANIFEST).is_file() and not _intact(folder):
+            shutil.rmtree(folder)  # a changed or truncated file: harvest again
         if not (folder / MANIFEST).is_file():
             harvest(folder)
     return folder
+
+
+def test_cache_root() -> Path:
+    """Where the tests keep files ExecuTorch wrote, shared by the machine's checkouts."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "delegate-debugger" / "test-files"
+
+
+def _intact(folder: Path) -> bool:
+    """Every file the manifest lists is there with its digest."""
+    try:
+        cases = manifest(folder)["cases"]
+        for case in cases:
+            for entry in case["files"]:
+                path = folder / case["case"] / entry["name"]
+                if hashlib.sha256(path.read_bytes()).hexdigest() != entry["sha256"]:
+                    return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
 
 
 def manifest(folder: Path) -> dict[str, Any]:

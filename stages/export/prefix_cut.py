@@ -25,6 +25,7 @@ from stages.export.subgraph_cut import (
     _constants,
     _name_map,
     _samples,
+    cut_graph_module,
 )
 from stages.formats.artifacts import ArtifactName
 from stages.formats.exported_program import save_exported_program
@@ -62,31 +63,6 @@ def _frontier(prefix: list[torch.fx.Node]) -> list[torch.fx.Node]:
     return found
 
 
-def _graph_module(
-    prefix: list[torch.fx.Node], outputs: list[torch.fx.Node], constants: dict[str, torch.Tensor]
-) -> tuple[torch.fx.GraphModule, list[str]]:
-    """A GraphModule computing `outputs` from the prefix; the names of the outside values read."""
-    root = torch.nn.Module()
-    graph = torch.fx.Graph()
-    env: dict[torch.fx.Node, torch.fx.Node] = {}
-    inputs: list[str] = []
-    members = set(prefix)
-    for node in prefix:
-        for arg in node.all_input_nodes:
-            if arg in members or arg in env:
-                continue
-            if arg.op == "placeholder" and arg.name in constants:
-                attr = f"c_{len(env)}"
-                root.register_buffer(attr, constants[arg.name].clone())
-                env[arg] = graph.get_attr(attr)
-            else:
-                env[arg] = graph.placeholder(f"in_{len(inputs)}")
-                inputs.append(arg.name)
-        env[node] = graph.node_copy(node, env.__getitem__)
-    graph.output(tuple(env[n] for n in outputs))
-    return torch.fx.GraphModule(root, graph), inputs
-
-
 def write_prefix(
     program: ExportedProgram,
     samples: Samples,
@@ -99,7 +75,7 @@ def write_prefix(
         raise SubgraphCutError(f"cut after op {k} is outside the segment's {len(segment)} ops")
     prefix = _prefix_nodes(segment, k)
     outputs = _frontier(prefix)
-    module, inputs = _graph_module(prefix, outputs, _constants(program))
+    module, inputs = cut_graph_module(prefix, _constants(program), outputs)
     cut_samples: Samples = _samples(program, samples, inputs) if inputs else [() for _ in samples]
     # A captured value may be a view (a transpose's); runtimes take contiguous inputs.
     cut_samples = [tuple(t.contiguous() for t in sample) for sample in cut_samples]

@@ -80,10 +80,13 @@ def _constants(program: ExportedProgram) -> dict[str, torch.Tensor]:
     return found
 
 
-def _graph_module(
-    window: list[torch.fx.Node], constants: dict[str, torch.Tensor]
+def cut_graph_module(
+    window: list[torch.fx.Node],
+    constants: dict[str, torch.Tensor],
+    outputs: list[torch.fx.Node] | None = None,
 ) -> tuple[torch.fx.GraphModule, list[str]]:
-    """A GraphModule computing the window's last op; the names of the outside values it reads."""
+    """A GraphModule computing the window's last op (or the tuple of `outputs`); the names of
+    the outside values it reads, which become its inputs."""
     root = torch.nn.Module()
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -101,7 +104,7 @@ def _graph_module(
                 env[arg] = graph.placeholder(f"in_{len(inputs)}")
                 inputs.append(arg.name)
         env[node] = graph.node_copy(node, env.__getitem__)
-    graph.output(env[window[-1]])
+    graph.output(env[window[-1]] if outputs is None else tuple(env[n] for n in outputs))
     return torch.fx.GraphModule(root, graph), inputs
 
 
@@ -136,7 +139,7 @@ def write_cut(
     if not 0 <= start <= end < len(ops):
         raise SubgraphCutError(f"window [{start}, {end}] is outside the {len(ops)} ops")
     window = _window(ops, start, end)
-    module, inputs = _graph_module(window, _constants(program))
+    module, inputs = cut_graph_module(window, _constants(program))
     cut_samples = _samples(program, samples, inputs)
     directory.mkdir(parents=True, exist_ok=True)
     cut = export_model(

@@ -6,39 +6,23 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.helpers.cli_runner import run_module
+from tests.helpers.search_runs import run_search
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 OUTLIER = ["model=outlier_mlp", "backend=xnnpack", "backend.precision=int8"]
 FAULTY_MLP = ["model=mlp", "backend=xnnpack", "backend.fault.node=linear_1", "tracking=none"]
 
 
-def _search(tmp_path: Path, name: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
-    sweep = tmp_path / name
-    result = run_module(
-        "pipeline",
-        "-m",
-        *args,
-        f"hydra.sweep.dir={sweep}",
-        f"cache_dir={tmp_path / 'cache'}",
-        cwd=tmp_path,
-        timeout=900,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    return result, json.loads((sweep / "search.json").read_text())
-
-
 def test_precision_search_finds_the_two_ops_and_logs_trials_under_one_parent(
     tmp_path: Path,
 ) -> None:
-    result, found = _search(tmp_path, "p1", "search=precision", *OUTLIER)
+    result, found = run_search(tmp_path, "p1", "search=precision", *OUTLIER)
     assert found["kind"] == "precision"
     assert found["result"] == {"backend.keep_float": ["linear_1", "linear_2"]}
     assert found["verified"]["accuracy_met"] is True and found["verified"]["verdict"] == "pass"
@@ -66,18 +50,18 @@ def test_precision_search_finds_the_two_ops_and_logs_trials_under_one_parent(
 
 
 def test_delegation_search_names_the_faulted_kernel_and_resumes(tmp_path: Path) -> None:
-    _, found = _search(tmp_path, "d", "search=delegation", *FAULTY_MLP)
+    _, found = run_search(tmp_path, "d", "search=delegation", *FAULTY_MLP)
     assert found["result"] == {"backend.keep_off": ["linear_1"]}
     assert found["verified"]["verdict"] == "pass"
     # The same command again: every trial's outcome is reused but the proving re-run's.
-    again, second = _search(tmp_path, "d2", "search=delegation", *FAULTY_MLP)
+    again, second = run_search(tmp_path, "d2", "search=delegation", *FAULTY_MLP)
     assert second["result"] == found["result"] and second["trials"] == 1
     assert second["trials_resumed"] == found["trials"] - 1
     assert "search: resuming" in again.stdout
 
 
 def test_reduce_writes_a_program_and_a_command_that_fails_the_same_way(tmp_path: Path) -> None:
-    _, found = _search(tmp_path, "r", "search=reduce", *FAULTY_MLP)
+    _, found = run_search(tmp_path, "r", "search=reduce", *FAULTY_MLP)
     assert found["ops"] <= 3 and Path(found["program"]).is_file()
     assert found["verified"]["verdict"] == "fail" and found["same_first_divergence_type"]
     command = shlex.split(found["command"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli_runner import run_module
+from tests.helpers.search_runs import run_search
 
 pytestmark = [pytest.mark.e2e, pytest.mark.executorch, pytest.mark.timeout(900)]
 ONE_LINEAR = [
@@ -23,24 +23,17 @@ ONE_LINEAR = [
 
 def test_delegation_search_on_executorch_xnnpack_keeps_the_faulted_op_off(tmp_path: Path) -> None:
     pytest.importorskip("executorch.exir", reason="needs the executorch extra")
-    sweep = tmp_path / "sweep"
-    result = run_module(
-        "pipeline",
-        "-m",
+    result, found = run_search(
+        tmp_path,
+        "sweep",
         "search=delegation",
         *ONE_LINEAR,
         "backend=executorch_xnnpack",
         "backend.fault.node=linear",
         "search.max_trials=4",
         "tracking=none",
-        f"hydra.sweep.dir={sweep}",
-        f"cache_dir={tmp_path / 'cache'}",
-        cwd=tmp_path,
-        timeout=900,
     )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    found = json.loads((sweep / "search.json").read_text())
+    sweep, output = tmp_path / "sweep", result.stdout + result.stderr
     assert found["kind"] == "delegation" and found["result"] == {"backend.keep_off": ["linear"]}
     assert found["trials"] == 3 and found["verified"]["verdict"] == "pass"
     baseline = json.loads((sweep / "trial-001" / "lowering.json").read_text())

@@ -3,18 +3,16 @@ its real kernels: named by the first divergence, with no alarm on the clean runs
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
-from pipeline.runner import run_pipeline
 from stages.formats.artifacts import ArtifactName
+from tests.helpers.executorch_runs import run_tiny_mlp
 
 pytestmark = [pytest.mark.executorch, pytest.mark.timeout(600)]  # lowering on 2 shared cores
 SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
@@ -25,34 +23,10 @@ def _needs_executorch() -> None:
     pytest.importorskip("executorch.exir", reason=SKIP_REASON)
 
 
-def _run(
-    tiny_cfg: Callable[..., DictConfig],
-    tmp_path: Path,
-    *overrides: str,
-    backend: str = "executorch_xnnpack",
-) -> tuple[dict[str, Any], list[dict[str, str]], Path]:
-    cfg = tiny_cfg(
-        "mlp",
-        "tracking=none",
-        f"cache_dir={tmp_path / 'cache'}",
-        f"backend={backend}",
-        "runtime.iterations=2",
-        "analyze.fail_exit_code=false",
-        *overrides,
-    )
-    with open_dict(cfg):
-        cfg.run_dir = str(tmp_path / "run")
-    run_dir = run_pipeline(cfg, print_summary=False).run_dir
-    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
-    gap_file = run_dir / ArtifactName.NUMERIC_GAP_CSV
-    gaps = list(csv.DictReader(gap_file.open())) if gap_file.is_file() else []
-    return summary, gaps, run_dir
-
-
 def test_int8_is_compared_with_the_fp32_program(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
-    summary, gaps, run_dir = _run(tiny_cfg, tmp_path, "backend.precision=int8")
+    summary, gaps, run_dir = run_tiny_mlp(tiny_cfg, tmp_path, "backend.precision=int8")
     assert summary["precision"] == "int8" and summary["verdict"] == "pass"  # no false alarm
     assert summary["reference_program"] == "exported fp32 program exported.pt2"
     assert summary["qdq_handles_attributed"] >= 1  # the weights' dequantize ops, the input's q
@@ -74,7 +48,7 @@ def test_int8_is_compared_with_the_fp32_program(
 def test_int8_on_the_portable_kernels_gives_a_row_per_op_and_none_per_qdq(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
-    summary, gaps, _ = _run(
+    summary, gaps, _ = run_tiny_mlp(
         tiny_cfg, tmp_path, "backend.precision=int8", backend="executorch_portable"
     )
     assert summary["precision"] == "int8" and summary["verdict"] == "pass"
@@ -94,7 +68,7 @@ def test_int8_on_the_portable_kernels_gives_a_row_per_op_and_none_per_qdq(
 def test_fp16_runs_half_kernels_and_says_what_it_cannot_capture(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    summary, gaps, _ = _run(tiny_cfg, tmp_path, "backend.precision=fp16")
+    summary, gaps, _ = run_tiny_mlp(tiny_cfg, tmp_path, "backend.precision=fp16")
     assert summary["precision"] == "fp16"
     assert summary["partitions"] >= 1 and summary["latency_p50_ms"] > 0  # real half kernels ran
     assert "cannot log half tensors" in caplog.text
@@ -106,7 +80,7 @@ def test_fp16_runs_half_kernels_and_says_what_it_cannot_capture(
 def test_fault_on_real_kernels_is_the_first_divergence(
     precision: str, tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
-    summary, gaps, run_dir = _run(
+    summary, gaps, run_dir = run_tiny_mlp(
         tiny_cfg, tmp_path, f"backend.precision={precision}", "backend.fault.node=linear_1"
     )
     lowering = json.loads((run_dir / ArtifactName.LOWERING_REPORT).read_text())

@@ -6,7 +6,6 @@ partition their own rows, the faulted one named by the first divergence."""
 from __future__ import annotations
 
 import copy
-import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,11 +13,10 @@ from typing import Any
 
 import pytest
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
-from pipeline.runner import run_pipeline
-from stages.formats.artifacts import ArtifactName
 from stages.run.tap_checks import finite_range, refusal
+from tests.helpers.executorch_runs import run_tiny_mlp
 
 pytestmark = [pytest.mark.executorch, pytest.mark.timeout(600)]  # lowering on 2 shared cores
 SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
@@ -150,21 +148,13 @@ def test_tap_gives_each_op_of_an_int8_partition_a_row_and_names_the_faulted_one(
     tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     pytest.importorskip("executorch.exir", reason=SKIP_REASON)
-    cfg = tiny_cfg(
-        "mlp",
-        "tracking=none",
-        "backend=executorch_xnnpack",
+    summary, gaps, _ = run_tiny_mlp(
+        tiny_cfg,
+        tmp_path,
         "backend.precision=int8",
         "backend.fault.node=linear_1",
         "runtime.observe=tap",
-        "runtime.iterations=2",
-        "analyze.fail_exit_code=false",
     )
-    with open_dict(cfg):
-        cfg.run_dir = str(tmp_path / "run")
-    run_dir = run_pipeline(cfg, print_summary=False).run_dir
-    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
-    gaps = list(csv.DictReader((run_dir / ArtifactName.NUMERIC_GAP_CSV).open()))
     tapped = [g for g in gaps if "tap:" in g["delegate_debug_identifiers"]]
     assert len(tapped) >= 3  # one row per (fused) op instead of one per partition
     record = summary["instrumentation"]

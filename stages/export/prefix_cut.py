@@ -18,19 +18,14 @@ from pathlib import Path
 import torch
 from torch.export import ExportedProgram
 
-from stages.export.exporter import export_model
-from stages.export.reference_capture import program_outputs
 from stages.export.subgraph_cut import (
     SubgraphCutError,
     _constants,
-    _name_map,
     _samples,
     cut_graph_module,
+    export_cut,
 )
-from stages.formats.artifacts import ArtifactName
-from stages.formats.exported_program import save_exported_program
 from stages.formats.samples import Samples
-from stages.handover.samples import save_samples
 
 
 @dataclass(frozen=True)
@@ -79,18 +74,5 @@ def write_prefix(
     cut_samples: Samples = _samples(program, samples, inputs) if inputs else [() for _ in samples]
     # A captured value may be a view (a transpose's); runtimes take contiguous inputs.
     cut_samples = [tuple(t.contiguous() for t in sample) for sample in cut_samples]
-    directory.mkdir(parents=True, exist_ok=True)
-    cut = export_model(
-        module,
-        cut_samples[0],
-        strict=False,
-        decompose=False,
-        model_name="bisect_prefix",
-        error_log=directory / "export_error.log",
-    )
-    references = [program_outputs(cut, sample) for sample in cut_samples]
-    save_exported_program(cut, directory / ArtifactName.EXPORTED_PROGRAM)
-    save_samples(cut_samples, directory / ArtifactName.INPUTS)
-    save_samples(references, directory / ArtifactName.REFERENCE_OUTPUTS)
-    names = _name_map(prefix, cut)
+    names = export_cut(module, cut_samples, prefix, directory, "bisect_prefix")
     return PrefixProgram(directory, names, tuple(n.name for n in outputs))

@@ -131,6 +131,31 @@ def _name_map(window: list[torch.fx.Node], cut: ExportedProgram) -> dict[str, st
     return {o.name: n.name for o, n in zip(old, new, strict=True)}
 
 
+def export_cut(
+    module: torch.fx.GraphModule,
+    cut_samples: Samples,
+    nodes: list[torch.fx.Node],
+    directory: Path,
+    model_name: str,
+) -> dict[str, str]:
+    """Export the cut module on its samples and write exported.pt2, inputs.pt and
+    reference_outputs.pt into `directory`; original op name → its name in the cut."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cut = export_model(
+        module,
+        cut_samples[0],
+        strict=False,
+        decompose=False,
+        model_name=model_name,
+        error_log=directory / "export_error.log",
+    )
+    references = [program_outputs(cut, sample) for sample in cut_samples]
+    save_exported_program(cut, directory / ArtifactName.EXPORTED_PROGRAM)
+    save_samples(cut_samples, directory / ArtifactName.INPUTS)
+    save_samples(references, directory / ArtifactName.REFERENCE_OUTPUTS)
+    return _name_map(nodes, cut)
+
+
 def write_cut(
     program: ExportedProgram, samples: Samples, start: int, end: int, directory: Path
 ) -> CutProgram:
@@ -140,21 +165,7 @@ def write_cut(
         raise SubgraphCutError(f"window [{start}, {end}] is outside the {len(ops)} ops")
     window = _window(ops, start, end)
     module, inputs = cut_graph_module(window, _constants(program))
-    cut_samples = _samples(program, samples, inputs)
-    directory.mkdir(parents=True, exist_ok=True)
-    cut = export_model(
-        module,
-        cut_samples[0],
-        strict=False,
-        decompose=False,
-        model_name="reduced",
-        error_log=directory / "export_error.log",
-    )
-    references = [program_outputs(cut, sample) for sample in cut_samples]
-    save_exported_program(cut, directory / ArtifactName.EXPORTED_PROGRAM)
-    save_samples(cut_samples, directory / ArtifactName.INPUTS)
-    save_samples(references, directory / ArtifactName.REFERENCE_OUTPUTS)
-    names = _name_map(window, cut)
+    names = export_cut(module, _samples(program, samples, inputs), window, directory, "reduced")
     return CutProgram(directory, names, len(names))
 
 

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from pipeline.tracking.liveness import (
 )
 from pipeline.tracking.liveness import main as run_liveness_main
 from pipeline.tracking.mlflow_tracker import ensure_experiment, store_lock
-from tests.helpers.cli_runner import REPO
+from tests.helpers.cli_processes import no_process_left, start_cli, wait_for_file  # noqa: F401
 
 _OUT = {"capture_output": True, "text": True, "check": True}
 _STORE_CREATION = " INFO mlflow.store.db.utils: "
@@ -44,24 +43,11 @@ def make():
 """
 
 
-_STARTED: list[subprocess.Popen[str]] = []
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    """A failing test must not leave its pipeline sleeping in the export stage."""
-    yield
-    while _STARTED:
-        process = _STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=60)
+pytestmark = pytest.mark.usefixtures("no_process_left")
 
 
 def _start(cwd: Path, own_group: bool = False, sweep: bool = False) -> subprocess.Popen[str]:
     (cwd / "slow_model.py").write_text(SLOW_MODEL)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("MLFLOW_TRACKING_URI", None)
     args = [
         "model=custom",
         "model._target_=./slow_model.py:make",
@@ -71,26 +57,12 @@ def _start(cwd: Path, own_group: bool = False, sweep: bool = False) -> subproces
     ]
     if sweep:  # one job, in this process, under a parent run
         args = ["-m", *args[:-1], "hydra/launcher=basic", "hydra.sweep.dir=outputs/sweep"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=own_group,  # so the test can kill it with its tracking process
-    )
-    _STARTED.append(process)
-    return process
+    return start_cli(args, cwd, own_group)
 
 
 def _wait_for_export(process: subprocess.Popen[str], cwd: Path) -> None:
     """Until the export stage is inside the model factory (the tracking run has started)."""
-    deadline = time.monotonic() + 600  # a hang guard, not a measure: generous under load
-    while not (cwd / "factory_started").exists():
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "the export stage never started"
-        time.sleep(0.05)
+    wait_for_file(process, cwd / "factory_started", "the export stage never started")
 
 
 def _wait_for_runs(cwd: Path, count: int) -> list:  # type: ignore[type-arg]

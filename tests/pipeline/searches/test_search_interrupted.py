@@ -5,19 +5,19 @@ announces itself and sleeps holds trial 2 until the test has sent its signal (no
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli_runner import REPO, run_module
+from tests.helpers.cli_processes import no_process_left, start_cli, wait_for_file  # noqa: F401
+from tests.helpers.cli_runner import run_module
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(900),
+    pytest.mark.usefixtures("no_process_left"),
+]
 SLOW_SECOND_LOWERING = """
 import time
 from pathlib import Path
@@ -45,36 +45,12 @@ ARGS = [
     "tracking=none",
     "hydra.sweep.dir=sweep",
 ]
-_STARTED: list[subprocess.Popen[str]] = []
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    while _STARTED:
-        process = _STARTED.pop()
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=60)
 
 
 def test_an_interrupted_search_resumes_from_its_finished_trials(tmp_path: Path) -> None:
     (tmp_path / "slow_backend.py").write_text(SLOW_SECOND_LOWERING)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", *ARGS],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    _STARTED.append(process)
-    deadline = time.monotonic() + 600  # a hang guard, not a measure: generous under load
-    while not (tmp_path / "second_lowering_started").exists():
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "trial 2 never lowered"
-        time.sleep(0.05)
+    process = start_cli(ARGS, tmp_path)
+    wait_for_file(process, tmp_path / "second_lowering_started", "trial 2 never lowered")
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=300)
     assert process.returncode == 130, out + err

@@ -110,7 +110,11 @@ def cut_graph_module(
 
 def _samples(program: ExportedProgram, samples: Samples, names: list[str]) -> Samples:
     """Per sample, the reference's values of `names` (the window's inputs)."""
-    user = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    # By position: a loaded program's placeholders may be named apart from its signature
+    # (`input_1` for a signature's `input`), and the window reads the placeholders.
+    placeholders = [n.name for n in program.graph.nodes if n.op == "placeholder"]
+    specs = program.graph_signature.input_specs
+    user = [n for n, s in zip(placeholders, specs, strict=False) if s.kind.name == "USER_INPUT"]
     found = []
     for sample in samples:
         values, _ = capture_node_outputs(program, sample)

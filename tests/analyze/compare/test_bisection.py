@@ -154,3 +154,28 @@ def test_a_prefix_that_cannot_be_lowered_stops_bisection_without_failing(tmp_pat
     )
     found = bisect_segment(inputs, [n.name for n in cut_ops(program)])
     assert found.op is None and "refuses this prefix" in found.note
+
+
+def test_a_loaded_program_whose_input_is_renamed_is_cut_from_its_input(tmp_path: Path) -> None:
+    """nn.Sequential's `input` loads back as placeholder `input_1` (its signature still says
+    `input`): a prefix that reads the model's input takes it by position, not by that name."""
+    from stages.formats.exported_program import save_exported_program
+
+    samples = [(torch.randn(2, 16),)]
+    model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 4)).eval()
+    program = export_model(
+        model,
+        samples[0],
+        strict=False,
+        decompose=False,
+        model_name="seq",
+        error_log=tmp_path / "error.log",
+    )
+    save_exported_program(program, tmp_path / "exported.pt2")
+    loaded = load_exported_program(tmp_path / "exported.pt2")
+    placeholders = [n.name for n in loaded.graph.nodes if n.op == "placeholder"]
+    user = loaded.graph_signature.user_inputs
+    assert placeholders[-1] != user[-1]  # the mismatch this test is about is still there
+    cut = write_prefix(loaded, samples, cut_ops(loaded), 1, tmp_path / "cut")
+    inputs = load_samples(cut.directory / ArtifactName.INPUTS)
+    assert torch.equal(inputs[0][0], samples[0][0])

@@ -79,13 +79,15 @@ def run_job(cfg: DictConfig) -> None:
             message = f"{type(exc).__name__}: {exc}{where}"
         print(f"error: {message}", file=sys.stderr)
         hydra_cfg = HydraConfig.get()
-        if isinstance(exc, PipelineError) and not isinstance(exc, StageFailedError):
-            # Refused before any stage: the run dir Hydra made holds nothing of a run.
+        refused = isinstance(exc, PipelineError) and not isinstance(exc, StageFailedError)
+        if refused:  # before any stage: the run dir Hydra made holds nothing of a run
             remove_untouched_run_dir(Path(hydra_cfg.runtime.output_dir))
         if hydra_cfg.mode == RunMode.MULTIRUN:
-            # One failed job must not abort the sweep: its marker (and child run, if tracked)
-            # lets the sweep callback report it and exit non-zero when all jobs are done.
-            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), message)
+            # One failed job must not abort the sweep: its marker (and child run, if tracked;
+            # the callback opens one for a refused job) lets the sweep callback report it and
+            # exit non-zero when all jobs are done.
+            precision = str(cfg.backend.get("precision", ""))
+            job = FailedJob(str(cfg.model.name), str(cfg.backend.name), message, precision, refused)
             record_failed_job(Path(hydra_cfg.runtime.output_dir), job)
             return
         sys.exit(1)

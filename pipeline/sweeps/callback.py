@@ -129,6 +129,7 @@ class SweepTracking(Callback):
         search = OmegaConf.select(config, "search.kind") is not None
         if self.client is not None and self.parent_id is not None:
             self._upload_offline_jobs(sweep_dir)
+            self._record_refused_jobs(self.parent_id, sweep_dir)
             failed_runs = self._finish_parent(
                 self.parent_id, sweep_dir, bool(failed), verdicts, quiet=search
             )
@@ -164,6 +165,24 @@ class SweepTracking(Callback):
             "(not tracked) =="
         )
         print(f"{comparison.text}\ncomparison: {out_dir}", flush=True)
+
+    def _record_refused_jobs(self, parent_id: str, sweep_dir: Path) -> None:
+        """A job refused before any stage (a bad option for this model) opened no run: a FAILED
+        child run with its error keeps every combination of the sweep visible in MLflow."""
+        for job in failed_jobs(sweep_dir):
+            if not job.refused:
+                continue
+            tags = {
+                "mlflow.parentRunId": parent_id,
+                "model": job.model,
+                "backend": job.backend,
+                "precision": job.precision,
+                "error": job.error,
+                "refused": "before any stage",
+            }
+            name = f"{job.model}-{job.backend}-{job.precision}".rstrip("-")
+            run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+            self.client.set_terminated(run.info.run_id, status="FAILED")
 
     def _upload_offline_jobs(self, sweep_dir: Path) -> None:
         """Jobs that found the server down logged to their run dir: upload them under the parent."""

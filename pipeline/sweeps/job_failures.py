@@ -24,6 +24,8 @@ class FailedJob:
     model: str
     backend: str
     error: str
+    precision: str = ""
+    refused: bool = False  # refused before any stage: the job opened no tracking run
 
 
 @dataclass(frozen=True)

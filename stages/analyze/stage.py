@@ -12,6 +12,7 @@ from stages.analyze.compare.bisection import PrefixLowerings
 from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.end_to_end import ACCURACY_KEY, accuracy_metrics, run_accuracy
 from stages.analyze.compare.exact_compare import tie_tolerance
+from stages.analyze.compare.expected_error import qparams_from
 from stages.analyze.compare.gap_evaluation import Gaps, evaluate_numeric_gap
 from stages.analyze.compare.map_gate import gate_on_map_errors
 from stages.analyze.compare.verdict import (
@@ -115,6 +116,7 @@ def _compare_steps(
         budget,
         tie_tolerance(linked.index.precision),
         record.representative_inputs if record is not None else [],
+        qparams_from(record.lowering_info) if record is not None else {},
     )
     generation = generation_analysis(
         linked.inputs, linked.index, linked.map_check, linked.program, options, generation_files

@@ -21,6 +21,7 @@ import torch
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
 from stages.formats.float_reference import (
     FloatReferenceError,
+    activation_qparams,
     injected_faults,
     lowered_precision,
     qdq_attribution,
@@ -65,8 +66,10 @@ def read_executorch_etrecord(
     precision = lowered_precision(program)
     faults = injected_faults(program)
     remap: dict[int, int] = {}
+    qparams = {}
     if (precision != "fp32" or faults) and float_program is not None and method == METHOD:
         remap = qdq_attribution(program)
+        qparams = activation_qparams(program)
         try:
             program = take_handles(_float_program(float_program), program, str(float_program))
         except FloatReferenceError as exc:
@@ -79,6 +82,8 @@ def read_executorch_etrecord(
     view["lowering_info"]["precision"] = precision
     if faults:
         view["lowering_info"]["fault_injected"] = faults[0]
+    if qparams:  # the key of stages.analyze.compare.expected_error.ACTIVATION_QPARAMS
+        view["lowering_info"]["activation_qparams"] = {k: list(v) for k, v in qparams.items()}
     if remap:  # the key of stages.analyze.link.linking.QDQ_ATTRIBUTION
         view["lowering_info"]["qdq_handle_attribution"] = {str(k): v for k, v in remap.items()}
     view["lowering_info"]["method"] = method

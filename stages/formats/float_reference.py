@@ -10,6 +10,7 @@ op it serves, so no q/dq op is ever a row of its own.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -114,6 +115,41 @@ def qdq_attribution(lowered: torch.export.ExportedProgram) -> dict[int, int]:
         if isinstance(target, int):
             remap[handle] = target
     return remap
+
+
+# A quantize op's affine parameters as the analysis takes them: scale, zero point, int range.
+QParams = tuple[float, int, int, int]
+_PER_TENSOR_QUANTIZE = "quantize_per_tensor"
+
+
+def activation_qparams(lowered: torch.export.ExportedProgram) -> dict[str, QParams]:
+    """Node name → the per-tensor quantization its value gets in `lowered` (a PT2E program):
+    the scale and zero point its calibration chose, which the expected error then uses instead
+    of a range of its own. Values that are not plain finite numbers are skipped."""
+    found: dict[str, QParams] = {}
+    for node in lowered.graph_module.graph.nodes:
+        kind = _op(node.target).removeprefix(QDQ_NAMESPACE)
+        if not is_qdq(node) or not kind.startswith(_PER_TENSOR_QUANTIZE):
+            continue
+        source, args = (node.args[0] if node.args else None), node.args[1:5]
+        if not isinstance(source, torch.fx.Node) or source.name in found or len(args) < 4:
+            continue
+        params = plain_qparams(*args)
+        if params is not None:
+            found[source.name] = params
+    return found
+
+
+def plain_qparams(scale: object, zero: object, low: object, high: object) -> QParams | None:
+    """The four arguments as numbers, or None (a tensor-valued or hostile argument)."""
+    if not isinstance(scale, float | int) or isinstance(scale, bool):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (zero, low, high)):
+        return None
+    zero_i, low_i, high_i = int(zero), int(low), int(high)  # type: ignore[call-overload]
+    if not (math.isfinite(scale) and scale > 0 and low_i < high_i and low_i <= zero_i <= high_i):
+        return None
+    return float(scale), zero_i, low_i, high_i
 
 
 def take_handles(

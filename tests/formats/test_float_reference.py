@@ -9,6 +9,7 @@ import torch
 
 from stages.formats.float_reference import (
     FloatReferenceError,
+    activation_qparams,
     injected_faults,
     is_qdq,
     lowered_precision,
@@ -91,3 +92,20 @@ def test_an_injected_fault_is_filed_under_the_op_it_follows() -> None:
     assert qdq_attribution(faulted) == {fault.meta[DEBUG_HANDLE_META]: _handle(faulted, "relu")}
     assert injected_faults(faulted) == [{"kind": "offset", "node": "relu"}]
     assert not torch.allclose(faulted.module()(x), clean)  # the program computes wrongly
+
+
+def test_each_quantized_value_keeps_its_programs_scale_and_zero_point() -> None:
+    _, int8 = _programs()
+    found = activation_qparams(int8)
+    quantizes = [
+        n
+        for n in int8.graph.nodes
+        if is_qdq(n)
+        and "quantize_per_tensor" in str(n.target)
+        and "dequantize" not in str(n.target)
+    ]
+    assert quantizes and set(found) == {n.args[0].name for n in quantizes}
+    assert {"x", "linear_1"} <= set(found)  # the user input's and the head's own quantization
+    for node in quantizes:
+        scale, zero, low, high = found[node.args[0].name]
+        assert (scale, zero, low, high) == tuple(node.args[1:5]) and scale > 0 and low < high

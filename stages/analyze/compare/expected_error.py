@@ -4,7 +4,7 @@ A group's reference ops are re-run on the runtime's own inputs twice: at fp32 (t
 reference) and emulated at the run's precision (`PrecisionEmulation`: inputs and constants
 stored at the precision, weights of int8 anchor ops quantized per channel, every op output
 rounded; int8 scales calibrated on the ETRecord's representative inputs, as a backend
-calibrates). The verdict then asks whether the observed local error exceeds that expected
+calibrates, or, for a PT2E program, the scale and zero point its own calibration chose). The verdict then asks whether the observed local error exceeds that expected
 error (plus a floor of the precision's resolution at the output's scale) by a margin in dB.
 Errors are shown against the output's variation (not its whole power), so a constant level
 does not hide an error; the floor keeps tiny, near-cancelling outputs from failing on noise.
@@ -27,6 +27,7 @@ from stages.backends.precision_emulation import (
     round_to_precision,
 )
 from stages.closed_sets import Precision
+from stages.formats.float_reference import QParams, plain_qparams
 from stages.op_encoding import op_name
 
 # The relative step of each precision: one ulp at 1.0 (fp32, fp16), one int8 step of max |x|.
@@ -39,6 +40,8 @@ RESOLUTION: dict[str, float] = {
 OBSERVED_DB, EXPECTED_DB, EXCESS_DB = "observed_snr_db", "expected_snr_db", "excess_db"
 # The accumulated error (runtime vs the reference on the ETRecord's inputs) against variation.
 ACCUMULATED_DB = "accumulated_snr_db"
+# lowering_info key: node name → [scale, zero point, qmin, qmax] of a PT2E program's quantize ops.
+ACTIVATION_QPARAMS = "activation_qparams"
 
 
 class ExpectedErrorConfigError(ValueError):
@@ -83,6 +86,28 @@ def max_abs_ranges(env: Mapping[torch.fx.Node, Any], ranges: dict[torch.fx.Node,
                 ranges[node] = max(ranges.get(node, 0.0), float(finite.abs().max()))
 
 
+def qparams_from(lowering_info: Mapping[str, Any]) -> dict[str, QParams]:
+    """The quantize parameters a reader recorded under ACTIVATION_QPARAMS (malformed entries
+    skipped: the calibrated range then stands in)."""
+    recorded = lowering_info.get(ACTIVATION_QPARAMS)
+    if not isinstance(recorded, Mapping):
+        return {}
+    found = {}
+    for name, values in recorded.items():
+        if isinstance(name, str) and isinstance(values, list | tuple) and len(values) == 4:
+            params = plain_qparams(*values)
+            if params is not None:
+                found[name] = params
+    return found
+
+
+def _fake_quantized(value: torch.Tensor, params: QParams) -> torch.Tensor:
+    """`value` through an affine int8 quantize/dequantize pair (masks of -inf kept)."""
+    scale, zero, low, high = params
+    q = torch.clamp(torch.round(value / scale) + zero, low, high)
+    return torch.where(torch.isfinite(value), (q - zero) * scale, value)
+
+
 @dataclass
 class PrecisionEmulation:
     """Rounds a group's inputs, constants and op outputs as a backend at `precision` stores them."""
@@ -90,6 +115,8 @@ class PrecisionEmulation:
     precision: str
     constants: frozenset[str] = frozenset()
     ranges: dict[torch.fx.Node, float] = field(default_factory=dict)
+    # int8: the program's own quantize parameters by node name (PT2E), before `ranges`.
+    qparams: Mapping[str, QParams] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -121,6 +148,8 @@ class PrecisionEmulation:
             return value
         scale = None
         if self.precision == Precision.int8:
+            if node.name in self.qparams:
+                return _fake_quantized(value.float(), self.qparams[node.name]).to(value.dtype)
             top = self.ranges.get(node)
             if top is None:
                 finite = value.detach()[torch.isfinite(value)]

@@ -9,6 +9,7 @@ from typing import Any
 from torch.export import ExportedProgram
 
 from stages.analyze.compare.exact_compare import tie_tolerance
+from stages.analyze.compare.expected_error import qparams_from
 from stages.analyze.compare.gap_rows import GapRow
 from stages.analyze.compare.input_mismatch import every_output_differs, inputs_note
 from stages.analyze.compare.numeric_gap import numeric_gap_and_flow
@@ -69,6 +70,7 @@ def evaluate_numeric_gap(
         index.precision,
         floor_units,
         calibration=record.representative_inputs,  # what the lower stage calibrated on
+        qparams=qparams_from(record.lowering_info),
     )
     differ, compared = every_output_differs(rows, groups, program)
     note = inputs_note(differ, compared, str(inputs.etrecord_path))

@@ -7,7 +7,7 @@ local gap, ops that only carry it do not."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -21,6 +21,7 @@ from stages.analyze.compare.reference_stream import max_abs_ranges_streamed
 from stages.analyze.compare.sample_walk import SampleWalk, WalkStats, note_peak
 from stages.analyze.compare.walk_plan import plan_walk
 from stages.analyze.link.control_flow import CondRecord, cond_sites, node_order
+from stages.formats.float_reference import QParams
 from stages.handles.debug_handles import DebugHandle
 
 
@@ -47,13 +48,15 @@ def numeric_gap_and_flow(
     stats: WalkStats | None = None,
     release_values: bool = True,
     calibration: Sequence[Sequence[torch.Tensor]] | None = None,
+    qparams: Mapping[str, QParams] | None = None,
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
     outputs with the tie rule at `tie_tolerance` (`exact_compare`). Ops inside a torch.cond branch are compared against the same branch of the reference on its operands.
     With `precision`, float rows get an error budget: observed local error against what that
-    precision alone costs there (stages/analyze/compare/expected_error.py).
+    precision alone costs there (stages/analyze/compare/expected_error.py); `qparams`: the
+    lowered program's own int8 quantize parameters by node name, when known.
 
     The program is walked once, every sample in step, in topological order: a group is compared
     as soon as its last node is evaluated, and each reference value is released after its last
@@ -66,6 +69,8 @@ def numeric_gap_and_flow(
     order = node_order(graph, sites)
     groups, topo = build_groups(outputs, graph, order)
     emulation = _emulation(program, samples if calibration is None else calibration, precision)
+    if emulation is not None and qparams:
+        emulation.qparams = qparams
     walks = _sample_walks(program, samples, outputs, groups)
     plan = plan_walk(order, topo, sites, groups, release_values)
     options = (comparators, tie_tolerance, emulation, floor_units)

@@ -8,8 +8,8 @@ One step is compared at a time: memory follows one step's activations, not the g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -24,6 +24,7 @@ from stages.analyze.link.control_flow import CondRecord
 from stages.analyze.link.linking import ProgramIndex
 from stages.analyze.link.map_check import MapCheck
 from stages.formats.etdump import ETDumpData, RunData
+from stages.formats.float_reference import QParams
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class GapOptions:
     budget: VerdictBudget
     tie_tolerance: float
     calibration: Sequence[Sequence[torch.Tensor]]  # the representative inputs lower calibrated on
+    qparams: Mapping[str, QParams] = field(default_factory=dict)  # a PT2E program's, by node
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ def step_gap(
         index.precision,
         options.budget.floor_units,
         calibration=options.calibration,
+        qparams=options.qparams,
     )
     verdict = decide(
         rows,

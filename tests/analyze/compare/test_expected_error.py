@@ -20,6 +20,7 @@ from stages.analyze.compare.expected_error import (
     _mean_square_error,
     _spread,
     error_budget,
+    qparams_from,
     variation_snr,
 )
 from stages.analyze.compare.verdict_budget import verdict_budget
@@ -83,6 +84,34 @@ def test_the_emulation_quantizes_weights_per_channel_and_rounds_outputs() -> Non
     half = PrecisionEmulation("fp16")
     value = torch.tensor([1.0 + 2.0**-12])
     assert half.rounded(x, value).item() == 1.0 and not PrecisionEmulation("fp32").active
+
+
+def test_a_pt2e_programs_own_quantize_parameters_set_the_expected_error() -> None:
+    """A PT2E observer may choose a coarser scale than max |x| / 127 (a histogram observer on a
+    small head output did, 3x): the expected error must be that scale's, or a clean run fails."""
+    graph = torch.fx.Graph()
+    head = graph.call_function(torch.ops.aten.relu.default, (graph.placeholder("x"),))
+    value = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    scale = 3 * float(value.abs().max()) / 127
+    params = (scale, 20, -128, 127)
+    runtime = (torch.clamp(torch.round(value / scale) + 20, -128, 127) - 20) * scale
+    ranged = PrecisionEmulation("int8", ranges={head: float(value.abs().max())})
+    own = PrecisionEmulation("int8", ranges=ranged.ranges, qparams={head.name: params})
+    assert torch.equal(own.rounded(head, value), runtime)
+    without = error_budget([runtime], [value], [ranged.rounded(head, value)], "int8", 0.0)
+    with_own = error_budget([runtime], [value], [own.rounded(head, value)], "int8", 0.0)
+    assert without[EXCESS_DB] > 6.0 and with_own[EXCESS_DB] <= 0.0
+    # Read back from a reader's lowering_info; what is not four plain numbers is left out.
+    info = {
+        "activation_qparams": {
+            "head": list(params),
+            "nan": [math.nan, 0, -128, 127],
+            "zero_outside": [0.1, 300, -128, 127],
+            "flag": [True, 0, -128, 127],
+            "short": [0.1, 0],
+        }
+    }
+    assert qparams_from(info) == {"head": params} and qparams_from({}) == {}
 
 
 def test_margins_and_floors_come_from_the_config_per_precision() -> None:

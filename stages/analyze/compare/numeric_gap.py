@@ -55,8 +55,7 @@ def numeric_gap_and_flow(
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
     outputs with the tie rule at `tie_tolerance` (`exact_compare`). Ops inside a torch.cond branch are compared against the same branch of the reference on its operands.
     With `precision`, float rows get an error budget: observed local error against what that
-    precision alone costs there (stages/analyze/compare/expected_error.py); `qparams`: the
-    lowered program's own int8 quantize parameters by node name, when known.
+    precision alone costs there (expected_error.py; `qparams`: a PT2E program's own, by node).
 
     The program is walked once, every sample in step, in topological order: a group is compared
     as soon as its last node is evaluated, and each reference value is released after its last

@@ -5,6 +5,9 @@ run and a run with one fault in the middle of an XNNPACK partition.
     PYTHONPATH=. python benchmarks/bench_executorch_precision.py --models mlp --precisions int8
     PYTHONPATH=. python benchmarks/bench_executorch_precision.py --full              # full zoo sizes
 
+Models: the zoo's mlp, ViT and MobileNetV2, and Hugging Face's BERT and ViT (`hf_bert`, `hf_vit`:
+tiny configs of stages.export.zoo.hf, random weights, nothing downloaded).
+
 Per run: the verdict, numeric rows and the ops XNNPACK ran (rows per delegated op: one row per
 partition, as ExecuTorch's XNNPACK logs only its calls' outputs), stage seconds and the peak
 RSS of this process (max over the runs so far: a run's own cost is its increase, if any). The
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -38,13 +42,28 @@ from pipeline.runner import run_pipeline
 from stages.safe_io.atomic_write import write_text_atomic
 from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 
-MODELS = ("mlp", "vit", "mobilenet_v2")
+MODELS = ("mlp", "vit", "mobilenet_v2", "hf_bert", "hf_vit")
 PRECISIONS = ("fp32", "int8", "fp16")
 OBSERVE = ("off", "tap")
 VIT_2_BLOCKS = ["model=vit", "model.kwargs.depth=2"]
 
 
+def _hf_overrides(arch: str) -> list[str]:
+    """A Hugging Face architecture's tiny config, random weights (stages.export.zoo.hf)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may be downloaded
+    from stages.export.zoo.hf import ARCHITECTURES
+
+    return [
+        "model=custom",
+        "model._target_=stages.export.zoo.hf.make",
+        f"model.kwargs.arch={arch}",
+        f"model.inputs={ARCHITECTURES[arch].example_inputs}",
+    ]
+
+
 def _model_overrides(model: str, full: bool) -> list[str]:
+    if model.startswith("hf_"):
+        return _hf_overrides(model.removeprefix("hf_"))
     if full:
         return VIT_2_BLOCKS if model == "vit" else [f"model={model}"]
     return list(TINY_MODEL_OVERRIDES[model])

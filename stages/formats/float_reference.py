@@ -132,11 +132,12 @@ def activation_qparams(lowered: torch.export.ExportedProgram) -> dict[str, QPara
         if not is_qdq(node) or not kind.startswith(_PER_TENSOR_QUANTIZE):
             continue
         source, args = (node.args[0] if node.args else None), node.args[1:5]
-        if not isinstance(source, torch.fx.Node) or source.name in found or len(args) < 4:
+        if not isinstance(source, torch.fx.Node) or len(args) < 4:
             continue
+        name = source.name if source.op == "placeholder" else source_name(source)
         params = plain_qparams(*args)
-        if params is not None:
-            found[source.name] = params
+        if params is not None and name not in found:
+            found[name] = params
     return found
 
 
@@ -152,6 +153,40 @@ def plain_qparams(scale: object, zero: object, low: object, high: object) -> QPa
     return float(scale), zero_i, low_i, high_i
 
 
+def source_name(node: torch.fx.Node) -> str:
+    """The name the node had in the program it was made from: the root of its `from_node`
+    provenance, which torch records through `module()`, PT2E and re-export (a re-export numbers
+    names afresh, so `arange_1` there may be the fp32 program's `arange_2`), else its own."""
+    name, sources = node.name, node.meta.get("from_node")
+    for _ in range(64):  # a provenance chain is a few passes long; a hostile one is cut short
+        if not isinstance(sources, list | tuple) or not sources:
+            break
+        source = sources[-1]
+        found = getattr(source, "name", None)
+        if isinstance(found, str) and found:
+            name = found
+        sources = getattr(source, "from_node", None)
+    return name
+
+
+def _same_op(reference: str, lowered: str) -> bool:
+    """The same op, or its `.Scalar` overload for the `.Tensor` one: the lower stage calls it so
+    where a number sits in a Tensor slot (stages.lower.unlifted_module)."""
+    if reference == lowered:
+        return True
+    ours, theirs = reference.rsplit(".", 1), lowered.rsplit(".", 1)
+    return ours[0] == theirs[0] and {ours[-1], theirs[-1]} == {"Tensor", "Scalar"}
+
+
+def _reference_match(ours: dict[str, torch.fx.Node], node: torch.fx.Node) -> torch.fx.Node | None:
+    """The reference op `node` was made from: by provenance when that names an op of the same
+    kind there, else by name."""
+    source = ours.get(source_name(node))
+    if source is not None and _same_op(_op(source.target), _op(node.target)):
+        return source
+    return ours.get(node.name)
+
+
 def take_handles(
     reference: torch.export.ExportedProgram, lowered: torch.export.ExportedProgram, where: str
 ) -> torch.export.ExportedProgram:
@@ -165,8 +200,8 @@ def take_handles(
             continue
         if not isinstance(handle, int):
             continue
-        match = ours.get(node.name)
-        if match is None or _op(match.target) != _op(node.target):
+        match = _reference_match(ours, node)
+        if match is None or not _same_op(_op(match.target), _op(node.target)):
             found = "no such op" if match is None else _op(match.target)
             raise FloatReferenceError(
                 f"{where} is not the fp32 program the ETRecord's program was made from: its op "

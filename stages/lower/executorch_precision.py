@@ -10,7 +10,6 @@ fp16 ops as they are. The reference of the analysis stays the exported fp32 prog
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ import torch
 
 from stages.closed_sets import Precision
 from stages.lower.executorch_keep_off import keep_float_filter
+from stages.lower.unlifted_module import unlifted_module
 
 
 class ExecuTorchPrecisionError(Exception):
@@ -80,7 +80,7 @@ def _quantized(
     )
     if keep_float:
         quantizer.set_filter_function(keep_float_filter(keep_float))
-    prepared = prepare_pt2e(copy.deepcopy(program).module(), quantizer)
+    prepared = prepare_pt2e(unlifted_module(program), quantizer)
     with torch.no_grad():
         for sample in samples:
             prepared(*sample)
@@ -93,7 +93,7 @@ def _half(
     program: torch.export.ExportedProgram, samples: Sequence[Sample]
 ) -> torch.export.ExportedProgram:
     """The program's module with float parameters and buffers in half, exported on half inputs."""
-    module = copy.deepcopy(program).module().half()
+    module = unlifted_module(program).half()
     sample = as_runtime_inputs(samples[0], Precision.fp16)
     shapes = dynamic_shapes(program)
     return torch.export.export(module, sample, dynamic_shapes=shapes, strict=False)

@@ -30,6 +30,7 @@ from stages.lower.executorch_tap_points import (
     tap_points,
 )
 from stages.lower.instrumentation_check import compare_programs, op_placements, xnnpack_ops
+from stages.lower.unlifted_module import unlifted_module
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
 TAP_TOOL = "executorch.devtools.intermediate_output_tap (tap points chosen by this tool)"
@@ -65,7 +66,7 @@ def _eager_ranges(
     program: Any, points: list[TapPoint], outputs: dict[str, int], samples: Sequence[Any]
 ) -> dict[str, list[list[float] | None]]:
     """Each tap's value range on each sample, as the instrumented program computes it eagerly."""
-    module = program.module()
+    module = unlifted_module(program)
     ranges: dict[str, list[list[float] | None]] = {p.source: [] for p in points}
     with torch.no_grad():
         for sample in samples:

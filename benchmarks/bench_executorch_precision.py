@@ -167,16 +167,25 @@ def _child(model: str, precision: str, observe: str, args: argparse.Namespace) -
     """One model/precision/observe in a child process (its own peak RSS); its rows."""
     command = [sys.executable, __file__, "--child", model, precision, observe]
     command += ["--full"] * args.full + ["--no-fault"] * (not args.fault)
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0:  # a model that cannot run is a row of the table, not the end of it
+        errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+        failed = {"model": model, "precision": precision, "observe": observe, "fault": ""}
+        rows.append(failed | {"error": (errors or ["exit code " + str(done.returncode)])[-1]})
+    return rows
 
 
 def _with_cost(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each tap row's cost against the plain row of its model, precision and fault."""
-    plain = {(r["model"], r["precision"], r["fault"]): r for r in rows if r["observe"] == "off"}
+    plain = {
+        (r["model"], r["precision"], r["fault"]): r
+        for r in rows
+        if r["observe"] == "off" and "error" not in r
+    }
     for row in rows:
         base = plain.get((row["model"], row["precision"], row["fault"]))
-        if row["observe"] == "off" or base is None:
+        if row["observe"] == "off" or base is None or "error" in row:
             continue
         for key in ("lower_s", "run_s", "peak_rss_mib"):
             row[f"{key}_vs_plain"] = round(row[key] - base[key], 2)

@@ -98,7 +98,14 @@ def lower_tapped(
     if missing:
         raise ExecuTorchTapError(f"runtime.observe=tap: ExecuTorch's tap skipped {missing}")
     ranges = _eager_ranges(program, points, outputs, samples)
-    edge = lower(program, partitioner=partitioners, generate_etrecord=True)
+    try:
+        edge = lower(program, partitioner=partitioners, generate_etrecord=True)
+    except RuntimeError as exc:  # e.g. XNNPACK refusing a tap that passes a partition's input
+        raise ExecuTorchTapError(
+            f"runtime.observe=tap: ExecuTorch could not lower the instrumented program ({exc}); "
+            "the shipped program lowers: use runtime.observe=bisect to narrow a partition, "
+            "or runtime.observe=off"
+        ) from exc
     from executorch.devtools.intermediate_output_tap import strip_taps_
 
     strip_taps_(edge)

@@ -76,6 +76,22 @@ def _eager_ranges(
     return ranges
 
 
+def _lowered_without_taps(program: Any, partitioners: list[Any], lower: Callable[..., Any]) -> Any:
+    """The instrumented program lowered with the shipped partitioners, tap markers stripped."""
+    from executorch.devtools.intermediate_output_tap import strip_taps_
+
+    try:
+        edge = lower(program, partitioner=partitioners, generate_etrecord=True)
+    except RuntimeError as exc:  # e.g. XNNPACK refusing a tap that passes a partition's input
+        raise ExecuTorchTapError(
+            f"runtime.observe=tap: ExecuTorch could not lower the instrumented program ({exc}); "
+            "the shipped program lowers: use runtime.observe=bisect to narrow a partition, "
+            "or runtime.observe=off"
+        ) from exc
+    strip_taps_(edge)
+    return edge.to_executorch()
+
+
 def lower_tapped(
     shipped: Any,
     plain_etrecord: Any,
@@ -98,18 +114,7 @@ def lower_tapped(
     if missing:
         raise ExecuTorchTapError(f"runtime.observe=tap: ExecuTorch's tap skipped {missing}")
     ranges = _eager_ranges(program, points, outputs, samples)
-    try:
-        edge = lower(program, partitioner=partitioners, generate_etrecord=True)
-    except RuntimeError as exc:  # e.g. XNNPACK refusing a tap that passes a partition's input
-        raise ExecuTorchTapError(
-            f"runtime.observe=tap: ExecuTorch could not lower the instrumented program ({exc}); "
-            "the shipped program lowers: use runtime.observe=bisect to narrow a partition, "
-            "or runtime.observe=off"
-        ) from exc
-    from executorch.devtools.intermediate_output_tap import strip_taps_
-
-    strip_taps_(edge)
-    executorch_program = edge.to_executorch()
+    executorch_program = _lowered_without_taps(program, partitioners, lower)
     tapped_record = executorch_program.get_etrecord()
     plain_places = op_placements(plain_pte, plain_etrecord, "shipped program")
     tapped_places = op_placements(executorch_program.buffer, tapped_record, "instrumented program")

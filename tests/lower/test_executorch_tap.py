@@ -164,3 +164,20 @@ def test_tap_gives_each_op_of_an_int8_partition_a_row_and_names_the_faulted_one(
     first = summary["first_divergence"]
     assert "linear_1" in first["op_names"] and "linear" not in first["op_names"]
     assert len(first["op_names"]) <= 2  # the fused kernel holding it, not the whole partition
+
+
+def test_a_program_executorch_cannot_lower_once_tapped_names_what_to_use_instead() -> None:
+    """XNNPACK refusing the instrumented program (as on Hugging Face BERT) is a clear error
+    naming runtime.observe=bisect and off, not ExecuTorch's traceback."""
+    pytest.importorskip("executorch.devtools.intermediate_output_tap", reason=SKIP_REASON)
+    from stages.lower.executorch_tap import ExecuTorchTapError, _lowered_without_taps
+
+    def refusing_lower(program: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("Expected a tensor of kind placeholder")
+
+    with pytest.raises(ExecuTorchTapError) as raised:
+        _lowered_without_taps(object(), [], refusing_lower)
+    message = str(raised.value)
+    assert "could not lower the instrumented program" in message
+    assert "placeholder" in message
+    assert "runtime.observe=bisect" in message and "runtime.observe=off" in message

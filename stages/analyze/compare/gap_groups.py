@@ -40,6 +40,8 @@ class GapGroup:
     # Ops feeding the group whose runtime values were not logged (or not usable): its local gap
     # then re-runs on their reference values, so a divergence may have started in them.
     unobserved_inputs: list[str] = field(default_factory=list)
+    # The same ops as nodes in graph order (getitems included), for the expected error's re-run.
+    unobserved_nodes: list[torch.fx.Node] = field(default_factory=list)
 
 
 def is_getitem(node: torch.fx.Node) -> bool:

@@ -18,7 +18,7 @@ from stages.analyze.compare.expected_error import (
 )
 from stages.analyze.compare.gap_compare import output_pairs, pair_status, reshapes_only, rule_for
 from stages.analyze.compare.gap_groups import GapGroup, Value
-from stages.analyze.compare.local_rerun import note_unobserved, rerun
+from stages.analyze.compare.local_rerun import emulated_upstream, note_unobserved, rerun
 from stages.analyze.compare.sample_walk import SampleWalk
 from stages.analyze.compare.stand_ins import multi_output_nodes
 from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
@@ -125,11 +125,15 @@ def _expected_pairs(
     runtime: Value,
     outputs: Sequence[torch.fx.Node] = (),
 ) -> dict[int, Any]:
-    """Per output index, the group's local re-run at the emulated precision (none at fp32)."""
-    if emulation is None or not emulation.active or not group.is_delegated:
+    """Per output index, the group's local re-run at the emulated precision (none at fp32),
+    its unobserved upstream ops included (their error is in the observed local gap too)."""
+    if emulation is None or not emulation.active:
+        return {}
+    upstream, exact = emulated_upstream(group, emulation)
+    if not (group.is_delegated or upstream):
         return {}
     try:
-        emulated, _ = rerun(group, env, subst, fixed, outputs, emulation)
+        emulated, _ = rerun(group, env, subst, fixed, outputs, emulation, upstream, exact)
     except Exception:  # the fp32 re-run reports the failure; the budget falls back to the floor
         return {}
     return {i: b for i, _, b in output_pairs(runtime, emulated, reshapes_only(group.anchor))[0]}

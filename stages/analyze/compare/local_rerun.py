@@ -4,6 +4,7 @@ local gap), and the upstream ops whose runtime values were not logged."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -34,6 +35,9 @@ def note_unobserved(group: GapGroup, subst: Collection[torch.fx.Node]) -> None:
     if seen:
         graph_order = {n.name: i for i, n in enumerate(next(iter(seen)).graph.nodes)}
         group.unobserved_inputs.sort(key=lambda name: graph_order.get(name, 0))
+        known = set(group.unobserved_nodes)
+        group.unobserved_nodes.extend(n for n in seen if n not in known)
+        group.unobserved_nodes.sort(key=lambda n: graph_order.get(n.name, 0))
 
 
 def _same_value(runtime: Any, reference: Any) -> bool:
@@ -58,6 +62,22 @@ def _reference_inputs(
     return all(node in env and _same_value(outside(node), env[node]) for node in inputs)
 
 
+def _outside_value(
+    n: torch.fx.Node,
+    members: set[torch.fx.Node],
+    env: dict[torch.fx.Node, Any],
+    subst: dict[torch.fx.Node, Any],
+) -> Any:
+    """A value the group reads from outside: the runtime's when it was logged, else the
+    reference's."""
+    if n in subst:
+        return subst[n]
+    source = n.args[0] if is_getitem(n) else None
+    if isinstance(source, torch.fx.Node) and source in subst and source not in members:
+        return subst[source][n.args[1]]
+    return env[n]
+
+
 def rerun(
     group: GapGroup,
     env: dict[torch.fx.Node, Any],
@@ -65,29 +85,32 @@ def rerun(
     fixed: dict[torch.fx.Node, Any] | None = None,
     outputs: Sequence[torch.fx.Node] = (),
     emulation: PrecisionEmulation | None = None,
+    upstream: Sequence[torch.fx.Node] = (),
+    exact: Collection[torch.fx.Node] = (),
 ) -> tuple[Any, Any]:
     """The group's reference ops on the runtime's inputs: the anchor's value, and the value of
     the anchor's first argument (what an index op ranked). `fixed` values stand for member
     nodes (a cond's outputs are the runtime branch's outputs: its ops are compared one by one).
-    With `emulation`, inputs, constants and op outputs are rounded to its precision."""
+    With `emulation`, inputs, constants and op outputs are rounded to its precision; `upstream`
+    ops (unobserved inputs, see `emulated_upstream`) are re-run before the group's own; `exact`
+    ops' outputs are not rounded (ops the program runs in float)."""
+    if upstream:
+        group = replace(group, nodes=[*upstream, *group.nodes])
     members = set(group.nodes)
     local: dict[torch.fx.Node, Any] = {}
     weights = emulation.weights(members) if emulation is not None else set()
 
     def outside(n: torch.fx.Node) -> Any:
-        if n in subst:
-            return subst[n]
-        source = n.args[0] if is_getitem(n) else None
-        if isinstance(source, torch.fx.Node) and source in subst and source not in members:
-            return subst[source][n.args[1]]
-        return env[n]
+        return _outside_value(n, members, env, subst)
 
     def lookup(n: torch.fx.Node) -> Any:
         if n in local:
             return local[n]
         if n not in members:
             value = outside(n)
-            return emulation.stored(n, value, weights) if emulation is not None else value
+            if emulation is None or n in exact:
+                return value
+            return emulation.stored(n, value, weights)
         return env[n]
 
     stood_in = fixed is not None and any(node in fixed for node in group.nodes)
@@ -105,7 +128,7 @@ def rerun(
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
-            if emulation is not None and not is_getitem(node):
+            if emulation is not None and not is_getitem(node) and node not in exact:
                 local[node] = emulation.rounded(node, local[node])
     if group.anchor is None:
         return None, None
@@ -114,3 +137,30 @@ def rerun(
     if outputs:
         return [local[n] for n in outputs], ranked
     return local[group.anchor], ranked
+
+
+# Longest unobserved chain the expected error re-runs with a group: beyond it, the group's own
+# ops alone (a chain that long means the runtime logged almost nothing; re-running it per group
+# would cost a program run each).
+MAX_UPSTREAM_OPS = 256
+
+
+def emulated_upstream(
+    group: GapGroup, emulation: PrecisionEmulation
+) -> tuple[list[torch.fx.Node], set[torch.fx.Node]]:
+    """The unobserved ops whose error the group's local gap holds (its re-run takes their
+    reference values), so its expected error emulates them too, and the ops of that re-run that
+    stay exact. With the program's own quantize parameters (a PT2E program) an op they do not
+    quantize runs in float; without them, upstream ops of a group off the delegate are not
+    known to be low precision, so only a delegated group's chain is emulated."""
+    chain = group.unobserved_nodes
+    if len(chain) > MAX_UPSTREAM_OPS or not (group.is_delegated or emulation.qparams):
+        chain = []
+    quantized = emulation.qparams
+    exact = {n for n in chain if quantized and n.name not in quantized}
+    if not group.is_delegated:  # a portable op computes in float on what it is given
+        ops = [*chain, *group.nodes]
+        inside = set(ops)
+        given = {a for n in ops for a in n.all_input_nodes if a not in inside}
+        exact |= {n for n in (*group.nodes, *given) if n.name not in quantized}
+    return list(chain), exact

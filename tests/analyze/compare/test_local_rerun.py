@@ -63,3 +63,52 @@ def test_a_nan_input_is_never_taken_for_the_reference() -> None:
     local, _ = _run(op, reference.clone(), reference)
     assert op.calls == 1
     assert torch.equal(local[:1], torch.tensor([3.0]))
+
+
+def _chain() -> tuple[torch.fx.Node, torch.fx.Node, torch.fx.Node]:
+    """x → scaled (a delegated op whose output was not logged) → shifted (a logged portable op)."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    scaled = graph.call_function(torch.ops.aten.mul.Tensor, (x, 3.7))
+    shifted = graph.call_function(torch.ops.aten.add.Tensor, (scaled, 1.0))
+    graph.output(shifted)
+    return x, scaled, shifted
+
+
+def _budget_excess(quantized: str) -> tuple[float, float]:
+    """Excess dB of a runtime that quantized `scaled` to int8 (scale 0.05), the program's own
+    quantize parameters naming `quantized`: with the expected error re-run over the unobserved
+    upstream op, and with the group's own ops alone."""
+    from stages.analyze.compare.expected_error import PrecisionEmulation, error_budget
+    from stages.analyze.compare.local_rerun import emulated_upstream, note_unobserved
+
+    x, scaled, shifted = _chain()
+    inputs = torch.linspace(-3, 3, 401)
+    env = {x: inputs, scaled: inputs * 3.7, shifted: inputs * 3.7 + 1.0}
+    runtime = torch.round(inputs * 3.7 / 0.05).clamp(-128, 127) * 0.05 + 1.0
+    group = GapGroup(handles=(2,), anchor=shifted, nodes=[shifted], is_delegated=False)
+    note_unobserved(group, subst={})
+    assert group.unobserved_inputs == [scaled.name] and group.unobserved_nodes == [scaled]
+    names = {"scaled": scaled.name, "other": "other"}
+    emulation = PrecisionEmulation("int8", qparams={names[quantized]: (0.05, 0, -128, 127)})
+    upstream, exact = emulated_upstream(group, emulation)
+    local, _ = rerun(group, env, {})
+    emulated, _ = rerun(group, env, {}, emulation=emulation, upstream=upstream, exact=exact)
+    with_chain = error_budget([runtime], [local], [emulated], "int8", 1.0)["excess_db"]
+    alone = error_budget([runtime], [local], None, "int8", 1.0)["excess_db"]
+    return with_chain, alone
+
+
+def test_the_expected_error_covers_the_unobserved_ops_the_local_gap_holds() -> None:
+    """A logged op after an unlogged int8 op: its local gap holds that op's quantization, and
+    its expected error now does too (no false alarm); alone it would be far over budget."""
+    with_chain, alone = _budget_excess("scaled")
+    assert with_chain < 1.0
+    assert alone > 10.0
+
+
+def test_an_upstream_op_the_program_keeps_in_float_stays_exact() -> None:
+    """The program's quantize parameters do not name the unlogged op: it ran in float, so the
+    same error is still over budget (the chain gives no licence it does not have)."""
+    with_chain, alone = _budget_excess("other")
+    assert with_chain > 10.0 and alone > 10.0

@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.searches.best_so_far import best_so_far, paste_form
 from pipeline.searches.result import SearchError, SearchResult, write_search_json
 from pipeline.searches.trials import TrialBudgetSpent, TrialRunner, ledger_path
 from stages.formats.executorch_program import is_executorch_backend
@@ -94,17 +95,27 @@ def run_search(
     except SearchError as exc:
         found = SearchResult(kind, None, f"error: {exc}", complete=False)
     except TrialBudgetSpent as exc:
-        found = SearchResult(
-            kind,
-            None,
-            f"{exc} before the search ended: raise search.max_trials and run the same command "
-            "again (trials done are reused)",
-            complete=False,
-        )
+        found = _budget_spent(kind, exc, runner)
     resumed = sum(o.resumed for o in runner.known.values())
     path = write_search_json(sweep_dir, found, runner.outcomes, resumed)
     _print_result(found, len(runner.outcomes), resumed, path)
     return []
+
+
+def _budget_spent(kind: str, exc: TrialBudgetSpent, runner: TrialRunner) -> SearchResult:
+    """The search stopped at search.max_trials: say how to go on, and the best set proved."""
+    message = (
+        f"{exc} before the search ended: raise search.max_trials and run the same command "
+        "again (trials done are reused)"
+    )
+    best = best_so_far(kind, [*runner.known.values(), *runner.outcomes])
+    if best is None:
+        return SearchResult(kind, None, message, complete=False)
+    message += (
+        f"; best so far, trial {best['trial']} ({best['ops']} op(s), passing but not shown "
+        f"minimal): {paste_form(best['overrides'])}"
+    )
+    return SearchResult(kind, None, message, complete=False, extra={"best_so_far": best})
 
 
 def _print_result(found: SearchResult, trials: int, resumed: int, path: Path) -> None:

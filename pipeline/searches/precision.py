@@ -15,9 +15,19 @@ from pipeline.searches.trials import TrialRunner, list_override
 KEEP_FLOAT = "backend.keep_float"
 
 
+# A trial after the baseline needs only the end-to-end accuracy: its per-op gaps and plots
+# (most of a ViT trial's analysis) are left out; the baseline and the proving re-run keep them.
+ACCURACY_SCOPE = "analyze.scope=accuracy"
+
+
 def keep_float(names: list[str]) -> list[str]:
     """The trial overrides that keep `names` at fp32 (none: the baseline)."""
     return [list_override(KEEP_FLOAT, sorted(names))] if names else []
+
+
+def accuracy_trial(names: list[str]) -> list[str]:
+    """A trial keeping `names` at fp32, judged by its accuracy alone."""
+    return [*keep_float(names), ACCURACY_SCOPE]
 
 
 def _snr(outcome: TrialOutcome) -> float | None:
@@ -26,8 +36,8 @@ def _snr(outcome: TrialOutcome) -> float | None:
 
 def sensitivities(runner: TrialRunner, ops: list[str]) -> list[Sensitivity]:
     """Two trials per op, launched as one batch (they are independent)."""
-    batch = [keep_float([o for o in ops if o != op]) for op in ops] + [
-        keep_float([op]) for op in ops
+    batch = [accuracy_trial([o for o in ops if o != op]) for op in ops] + [
+        accuracy_trial([op]) for op in ops
     ]
     found = runner.run(batch)
     low, kept = found[: len(ops)], found[len(ops) :]
@@ -81,7 +91,9 @@ def precision_search(
         )
 
     def passes(names: list[str]) -> bool:
-        return runner.run([keep_float(names)])[0].accuracy_met is True
+        if not names:
+            return False  # the baseline, which misses its budget
+        return runner.run([accuracy_trial(names)])[0].accuracy_met is True
 
     chosen = smallest_passing_set(_ranked(ops, table, local_snr_by_op(baseline.job_dir)), passes)
     if chosen is None:

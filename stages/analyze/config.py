@@ -42,6 +42,16 @@ class VerdictRule(StrEnum):
     threshold = "threshold"
 
 
+class AnalyzeScope(StrEnum):
+    """How much of the analysis runs (`analyze.scope`)."""
+
+    # Everything: events, per-op numeric gaps and the verdict, accuracy, plots, report.
+    full = "full"
+    # Events and end-to-end accuracy only (no per-op gaps, verdict not_evaluated, no plots):
+    # what a precision search's trials need, at a fraction of the cost.
+    accuracy = "accuracy"
+
+
 class MapErrors(StrEnum):
     """What delegate map errors do to the verdict (`analyze.map_errors`)."""
 
@@ -120,3 +130,4 @@ class AnalyzeConfig:
     latency_exact_samples: int = 1024
     # trace.json shows the first N blocks of each name (N iterations); null: every block.
     trace_iterations: int | None = 1000
+    scope: AnalyzeScope = AnalyzeScope.full

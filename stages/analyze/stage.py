@@ -23,7 +23,7 @@ from stages.analyze.compare.verdict import (
     threshold_for,
 )
 from stages.analyze.compare.verdict_budget import VerdictBudget, verdict_budget
-from stages.analyze.config import AnalyzeConfig
+from stages.analyze.config import AnalyzeConfig, AnalyzeScope
 from stages.analyze.generation.analysis import GenerationAnalysis
 from stages.analyze.generation.entry import focused_inputs, generation_analysis
 from stages.analyze.generation.step_gaps import GapOptions
@@ -63,6 +63,7 @@ def _compare(
     threshold: float,
     budget: VerdictBudget,
     samples: list[Any] | None = None,
+    accuracy_only: bool = False,
 ) -> tuple[Gaps, Verdict, list[dict[str, Any]]]:
     """Numeric gaps against the exported program, the verdict, and the gap table's records."""
     found = evaluate_numeric_gap(
@@ -73,6 +74,7 @@ def _compare(
         linked.map_check,
         budget.floor_units,
         samples,
+        accuracy_only,
     )
     gap_rows, flows, note = found.rows, found.flows, found.inputs_note
     reason = found.not_evaluated.why if found.not_evaluated is not None else ""
@@ -118,15 +120,18 @@ def _compare_steps(
         record.representative_inputs if record is not None else [],
         qparams_from(record.lowering_info) if record is not None else {},
     )
-    generation = generation_analysis(
-        linked.inputs, linked.index, linked.map_check, linked.program, options, generation_files
-    )
+    accuracy_only = cfg.scope == AnalyzeScope.accuracy
+    generation = None
+    if not accuracy_only:
+        generation = generation_analysis(
+            linked.inputs, linked.index, linked.map_check, linked.program, options, generation_files
+        )
     compared, samples = linked, None
     if generation is not None and generation.focus_inputs is not None:
         compared = replace(linked, inputs=focused_inputs(linked.inputs, generation))
         samples = [generation.focus_inputs]
     found, verdict, gaps = _compare(
-        compared, comparators, gap_comparator, threshold, budget, samples
+        compared, comparators, gap_comparator, threshold, budget, samples, accuracy_only
     )
     return found, verdict, gaps, generation
 
@@ -200,6 +205,19 @@ def _trace(
     return trace_path
 
 
+def _plots(
+    cfg: AnalyzeConfig,
+    run_dir: Path,
+    summary: dict[str, Any],
+    events: list[dict[str, Any]],
+    gaps: list[dict[str, Any]],
+) -> list[Path]:
+    """The run's plots; none under analyze.scope=accuracy (a search trial's)."""
+    if cfg.scope == AnalyzeScope.accuracy:
+        return []
+    return list(write_plots(run_dir, summary, events, gaps, cfg.top_k))
+
+
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
 def run_analyze(
     cfg: AnalyzeConfig,
@@ -236,7 +254,7 @@ def run_analyze(
     summary[ACCURACY_KEY] = run_accuracy(linked.inputs, *accuracy)
     add_instrumentation(summary, instrumentation, index, gaps)  # runtime.observe=tap
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
-    plots = write_plots(run_dir, summary, events, gaps, cfg.top_k)
+    plots = _plots(cfg, run_dir, summary, events, gaps)
     plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot
     trace_path = _trace(run_dir, linked, gaps, verdict.metric, cfg.trace_iterations, summary)
     summary_path, report_path = write_summary_and_report(

@@ -266,3 +266,25 @@ def test_terminal_report_names_the_divergence_or_says_all_exact(run_tiny: RunTin
     text = format_terminal_report(fault_dir / "summary.json")
     assert "verdict FAIL" in text and "first divergence: linear_1" in text
     assert "slowest ops" in text and "largest gaps" in text and "at zoo/vit.py:" in text
+
+
+def test_accuracy_scope_gives_the_accuracy_without_per_op_gaps_or_plots(
+    run_tiny: RunTiny, tmp_path: Path
+) -> None:
+    """analyze.scope=accuracy (a precision search's trials): the same end-to-end accuracy as the
+    full analysis of the same files, the verdict not evaluated and saying why, no gap rows and
+    no plots; events are still timed."""
+    from stages.analyze.config import AnalyzeScope
+
+    run_dir = run_tiny("int8-mlp-xnnpack", "mlp", "backend=xnnpack", "backend.precision=int8")
+    full = read_summary(run_dir)
+    files = (run_dir / "etdump.etdp", run_dir / "debug.bin", run_dir / "etrecord.zip")
+    cfg = dataclasses.replace(AnalyzeConfig(), scope=AnalyzeScope.accuracy)
+    artifacts = run_analyze(cfg, *files, tmp_path)
+    summary = json.loads(artifacts.summary.read_text())
+    assert full["verdict"] == "pass" and full["compared_outputs"] > 0
+    assert summary["verdict"] == "not_evaluated"
+    assert "analyze.scope=accuracy" in json.dumps(summary["not_evaluated"])
+    assert summary["accuracy"] == full["accuracy"]
+    assert artifacts.plots == () and not list(tmp_path.glob("*.svg"))
+    assert _rows(artifacts.numeric_gap) == [] and _rows(artifacts.events)

@@ -25,6 +25,14 @@ from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outp
 from stages.formats.etdump.streaming import holds_debug_events
 from stages.handover.etrecord import etrecord_program
 
+ACCURACY_SCOPE = NotEvaluated(
+    "numeric_gap",
+    "analyze.scope",
+    "analyze.scope=accuracy: end-to-end accuracy only, no per-op gaps (analyze.scope=full "
+    "for them)",
+    True,
+)
+
 
 @dataclass(frozen=True)
 class Gaps:
@@ -46,9 +54,12 @@ def evaluate_numeric_gap(
     map_check: MapCheck | None = None,
     floor_units: float = 0.0,
     samples: list[Any] | None = None,
+    accuracy_only: bool = False,
 ) -> Gaps:
     """Gap rows and cond records, or none and why they cannot be computed; and a note when every
     input-dependent output differs (the run's inputs may not be the ETRecord's)."""
+    if accuracy_only:
+        return Gaps([], [], ACCURACY_SCOPE)
     blocker = gap_blocker(inputs)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if blocker is not None or record is None or buffer is None:

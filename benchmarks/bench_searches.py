@@ -166,6 +166,9 @@ def measure(kind: str, args: list[str], max_trials: int) -> dict:
             "later_trial_over_cold": _ratio(later_trial_seconds(found), cold_s),
             "result_ops": _result_ops(found),
             "holds": _holds(kind, found, args, work),
+            # search.max_trials ran out: the smallest set a trial proved (not shown minimal)
+            "best_so_far": (found.get("best_so_far") or {}).get("overrides"),
+            "message": found.get("message", ""),
         }
 
 

@@ -329,9 +329,10 @@ def _whole_note(
             "the line shown is that op's"
         )
     why = f" ({bisected['note']})" if bisected and bisected.get("note") else ""
+    hint = "" if bisected else "; runtime.observe=bisect narrows it to the op by lowering prefixes"
     return (
         f"{said}, so the divergence could not be narrowed further than its ops{why}; the line "
-        "shown is its first op's (ops_in_order lists each op's)"
+        f"shown is its first op's (ops_in_order lists each op's){hint}"
     )
 
 

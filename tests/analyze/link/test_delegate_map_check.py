@@ -76,6 +76,7 @@ def test_empty_map_still_catches_a_wrong_kernel(run_tiny: RunTiny) -> None:
     first = summary["first_divergence"]
     assert first["partition_id"] == 0 and first["op_names"] == MLP_OPS
     assert first["narrowed"] is False and "could not be narrowed further" in first["note"]
+    assert "runtime.observe=bisect narrows it" in first["note"]  # what to do next
     assert any("inside partition 0" in n["what"] for n in summary["not_evaluated"])
     assert summary["delegate_map_check"] == clean["delegate_map_check"]
     terminal = format_terminal_report(run_dir / "summary.json")

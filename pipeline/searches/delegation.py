@@ -10,6 +10,10 @@ from pipeline.searches.trials import TrialRunner, list_override
 KEEP_OFF = "backend.keep_off"
 
 
+# A trial after the baseline needs the verdict, not the plots (the proving re-run keeps them).
+VERDICT_SCOPE = "analyze.scope=verdict"
+
+
 def keep_off(names: list[str]) -> list[str]:
     return [list_override(KEEP_OFF, sorted(names))] if names else []
 
@@ -39,7 +43,9 @@ def delegation_search(runner: TrialRunner) -> SearchResult:
     ops = list(dict.fromkeys(baseline.delegated_ops))
 
     def passes(names: list[str]) -> bool:
-        return runner.run([keep_off(names)])[0].verdict == "pass"
+        if not names:
+            return False  # the baseline, which fails
+        return runner.run([[*keep_off(names), VERDICT_SCOPE]])[0].verdict == "pass"
 
     chosen = smallest_passing_set(_ranked(ops, baseline.first_divergence_nodes), passes)
     if chosen is None:

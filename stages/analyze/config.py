@@ -47,6 +47,8 @@ class AnalyzeScope(StrEnum):
 
     # Everything: events, per-op numeric gaps and the verdict, accuracy, plots, report.
     full = "full"
+    # Events, per-op numeric gaps and the verdict, accuracy; no plots: a delegation search's trials.
+    verdict = "verdict"
     # Events and end-to-end accuracy only (no per-op gaps, verdict not_evaluated, no plots):
     # what a precision search's trials need, at a fraction of the cost.
     accuracy = "accuracy"

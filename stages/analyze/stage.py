@@ -212,8 +212,8 @@ def _plots(
     events: list[dict[str, Any]],
     gaps: list[dict[str, Any]],
 ) -> list[Path]:
-    """The run's plots; none under analyze.scope=accuracy (a search trial's)."""
-    if cfg.scope == AnalyzeScope.accuracy:
+    """The run's plots; none under analyze.scope=accuracy or verdict (a search trial's)."""
+    if cfg.scope != AnalyzeScope.full:
         return []
     return list(write_plots(run_dir, summary, events, gaps, cfg.top_k))
 

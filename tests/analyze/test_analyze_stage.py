@@ -288,3 +288,23 @@ def test_accuracy_scope_gives_the_accuracy_without_per_op_gaps_or_plots(
     assert summary["accuracy"] == full["accuracy"]
     assert artifacts.plots == () and not list(tmp_path.glob("*.svg"))
     assert _rows(artifacts.numeric_gap) == [] and _rows(artifacts.events)
+
+
+def test_verdict_scope_keeps_the_gaps_and_verdict_without_plots(
+    run_tiny: RunTiny, tmp_path: Path
+) -> None:
+    """analyze.scope=verdict (a delegation search's trials): the full analysis's verdict, first
+    divergence and gap rows from the same files, without plots."""
+    from stages.analyze.config import AnalyzeScope
+
+    run_dir = run_tiny("fault-mlp-qnn", "mlp", "backend=qnn", "backend.fault.node=linear_1")
+    full = read_summary(run_dir)
+    files = (run_dir / "etdump.etdp", run_dir / "debug.bin", run_dir / "etrecord.zip")
+    cfg = dataclasses.replace(AnalyzeConfig(), scope=AnalyzeScope.verdict)
+    artifacts = run_analyze(cfg, *files, tmp_path)
+    summary = json.loads(artifacts.summary.read_text())
+    assert full["verdict"] == "fail" and summary["verdict"] == "fail"
+    assert summary["first_divergence"]["op_names"] == full["first_divergence"]["op_names"]
+    assert _rows(artifacts.numeric_gap) == _rows(run_dir / "numeric_gap.csv")
+    assert artifacts.plots == () and not list(tmp_path.glob("*.svg"))
+    assert list(run_dir.glob("*.svg"))  # the full analysis has them

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,15 @@ from stages.lower.executorch_tap_points import (
     fused_activations,
     handles_by_name,
     op_names,
+    sole_inputs,
     tap_points,
 )
-from stages.lower.instrumentation_check import compare_programs, op_placements, xnnpack_ops
+from stages.lower.instrumentation_check import (
+    Placement,
+    compare_programs,
+    op_placements,
+    xnnpack_ops,
+)
 from stages.lower.unlifted_module import unlifted_module
 from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 
@@ -60,6 +67,44 @@ def _tapped(shipped: Any, points: list[TapPoint]) -> tuple[Any, dict[str, int]]:
         program, rules=[(lambda n: n.name in sources, FULL_TENSOR)], error_on_empty=False
     )
     return program, {spec.node_name: int(spec.output_index) for spec in specs}
+
+
+def _merged(kept: list[TapPoint], point: TapPoint, before: str | None) -> bool:
+    """Move the tap of `before` (the elided op's only producer) to the elided op, filed under
+    both; False when there is no such tap."""
+    for index, other in enumerate(kept):
+        if before is not None and other.ops[-1] == before:
+            kept[index] = replace(
+                point,
+                ops=other.ops + point.ops,
+                handles=other.handles + point.handles,
+                logged_by=tuple(sorted({*other.logged_by, *point.logged_by})),
+            )
+            return True
+    return False
+
+
+def _written_points(
+    points: list[TapPoint], placements: dict[str, Placement], sole_inputs: dict[str, str]
+) -> tuple[list[TapPoint], list[str]]:
+    """The points to tap, and the ops left untapped. An op XNNPACK elides (an eval-mode
+    dropout) has no node: its value is its input's, and tapping both, or the input while the
+    elided op's value leaves the partition, makes the partition return one value twice (XNNPACK
+    refuses it as "already in the inputs"). So the input's tap moves to the elided op, filed
+    under both, when the elided op is the input's only user; otherwise the op is not tapped."""
+    xnnpack_partitions = {
+        place["partition"] for place in placements.values() if place["xnnpack_nodes"]
+    }
+    kept: list[TapPoint] = []
+    elided: list[str] = []
+    for point in points:
+        places = [placements.get(op, {}) for op in point.ops]
+        in_xnnpack = all(place.get("partition") in xnnpack_partitions for place in places)
+        if not in_xnnpack or any(place.get("xnnpack_nodes") for place in places):
+            kept.append(point)
+        elif not _merged(kept, point, sole_inputs.get(point.ops[-1])):
+            elided.extend(point.ops)
+    return kept, elided
 
 
 def _eager_ranges(
@@ -103,7 +148,10 @@ def lower_tapped(
     precision: str,
 ) -> tuple[Path, Path, dict[str, float]]:
     """Write the instrumented program and taps.json; (program path, manifest path, metrics)."""
-    points = tap_points(plain_etrecord)
+    plain_places = op_placements(plain_pte, plain_etrecord, "shipped program")
+    points, elided = _written_points(
+        tap_points(plain_etrecord), plain_places, sole_inputs(plain_etrecord)
+    )
     if not points:
         raise ExecuTorchTapError(
             "runtime.observe=tap: no op of this program runs inside a delegate, so there is "
@@ -116,10 +164,10 @@ def lower_tapped(
     ranges = _eager_ranges(program, points, outputs, samples)
     executorch_program = _lowered_without_taps(program, partitioners, lower)
     tapped_record = executorch_program.get_etrecord()
-    plain_places = op_placements(plain_pte, plain_etrecord, "shipped program")
     tapped_places = op_placements(executorch_program.buffer, tapped_record, "instrumented program")
     check = compare_programs(plain_pte, executorch_program.buffer, plain_places, tapped_places)
     check["tool"] = TAP_TOOL
+    check["elided_ops"] = elided
     names = handles_by_name(plain_etrecord)
     computed = xnnpack_ops(plain_places, fused_activations(plain_etrecord))
     delegated = {op: names[op] for op in computed if op in op_names(plain_etrecord)}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import operator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -43,6 +43,9 @@ class TapPoint:
     shape: tuple[int, ...]
     scale: float | None = None
     zero_point: int | None = None
+    # Every instruction that logs a value under these handles (a decomposed op runs partly
+    # outside the delegate): the tapped value is the op's final one and is placed after them.
+    logged_by: tuple[int, ...] = ()
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,6 +83,21 @@ def delegate_instructions(etrecord: Any, method: str = "forward") -> dict[int, i
         covered = handle_map.get(instruction, handle_map.get(str(instruction), []))
         for handle in covered if isinstance(covered, list) else [covered]:
             found.setdefault(int(handle), int(instruction))
+    return found
+
+
+def delegate_calls(etrecord: Any, method: str = "forward") -> list[int]:
+    """Instruction ids of the program's delegate calls, in program order (one per payload, a
+    call that runs no op of the program's own included)."""
+    return sorted(int(i) for i in (etrecord._delegate_map or {}).get(method, {}))
+
+
+def instructions_by_handle(etrecord: Any, method: str = "forward") -> dict[int, set[int]]:
+    """Debug handle → every instruction (delegate call or kernel) that logs a value under it."""
+    found: dict[int, set[int]] = {}
+    for instruction, covered in ((etrecord._debug_handle_map or {}).get(method, {})).items():
+        for handle in covered if isinstance(covered, list) else [covered]:
+            found.setdefault(int(handle), set()).add(int(instruction))
     return found
 
 
@@ -147,6 +165,21 @@ def op_names(etrecord: Any) -> set[str]:
     return {n.name for n in _ops(etrecord)}
 
 
+def sole_inputs(etrecord: Any) -> dict[str, str]:
+    """Op → the op it reads (through a quantize/dequantize pair at int8), where each value on
+    the way has only that one user: a value passed straight on."""
+    found = {}
+    for node in _ops(etrecord):
+        current, before = node, node.args[0] if node.args else None
+        while (
+            isinstance(before, torch.fx.Node) and is_qdq(before) and _sole_user(before) is current
+        ):
+            current, before = before, before.args[0] if before.args else None
+        if isinstance(before, torch.fx.Node) and _sole_user(before) is current:
+            found[node.name] = before.name
+    return found
+
+
 def fused_activations(etrecord: Any) -> dict[str, str]:
     """Activation → the op XNNPACK fuses it into (its only producer, used by it alone)."""
     found = {}
@@ -161,9 +194,11 @@ def tap_points(etrecord: Any, method: str = "forward") -> list[TapPoint]:
     """The values to tap in the program the ETRecord recorded, in graph order."""
     names = handles_by_name(etrecord)
     instructions = delegate_instructions(etrecord, method)
+    logging = instructions_by_handle(etrecord, method)
     points = []
     for node in _ops(etrecord):
         point = _point(node, names, instructions)
         if point is not None:
-            points.append(point)
+            logged = set().union(*(logging.get(h, set()) for h in point.handles))
+            points.append(replace(point, logged_by=tuple(sorted(logged))))
     return points

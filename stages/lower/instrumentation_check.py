@@ -14,7 +14,11 @@ from typing import Any
 
 from stages.formats.executorch_delegates import read_delegate_payloads
 from stages.formats.xnnpack_graph import XnnpackGraphError, is_xnnpack_payload, read_xnnpack_graph
-from stages.lower.executorch_tap_points import delegate_instructions, handles_by_name
+from stages.lower.executorch_tap_points import (
+    delegate_calls,
+    delegate_instructions,
+    handles_by_name,
+)
 
 Placement = dict[str, Any]
 # Nodes XNNPACK adds to hand a tapped value out in the program's layout and dtype (NHWC→NCHW,
@@ -43,7 +47,8 @@ def op_placements(pte: bytes, etrecord: Any, where: str = "program") -> dict[str
     kinds carrying its handle."""
     names = handles_by_name(etrecord)
     instructions = delegate_instructions(etrecord)
-    order = {iid: i for i, iid in enumerate(sorted(set(instructions.values())))}
+    calls = delegate_calls(etrecord) or sorted(set(instructions.values()))
+    order = {iid: i for i, iid in enumerate(calls)}
     graphs = _xnnpack_nodes(pte, where)
     placements: dict[str, Placement] = {}
     for name, handle in names.items():

@@ -80,16 +80,18 @@ def _event(tap: dict[str, Any], record: TensorRecord) -> Event:
     )
 
 
-def _placed(events: list[Event], taps: list[Event]) -> list[Event]:
-    """`events` with each tap event after the last logged value of its delegate call."""
+def _placed(events: list[Event], taps: list[tuple[Event, set[int]]]) -> list[Event]:
+    """`events` with each tap event after the last value logged by its delegate call or by any
+    other instruction under its handles (the tap holds the op's final value: the last logged
+    value of a handle is the one compared)."""
     out = list(events)
-    for tap in taps:
-        iid = tap.debug_event.instruction_id  # type: ignore[union-attr]
+    for tap, logged_by in taps:
+        wanted = {tap.debug_event.instruction_id, *logged_by}  # type: ignore[union-attr]
         last = max(
             (
                 i
                 for i, e in enumerate(out)
-                if e.debug_event is not None and e.debug_event.instruction_id == iid
+                if e.debug_event is not None and e.debug_event.instruction_id in wanted
             ),
             default=len(out) - 1,
         )
@@ -110,8 +112,9 @@ def _run_tapped(
 
 def _sample_events(
     taps: list[dict[str, Any]], flat: list[torch.Tensor], sample: int, payload: DebugBufferWriter
-) -> tuple[list[Event], list[dict[str, Any]]]:
-    """The accepted taps of one sample as debug events, and the refused ones with reasons."""
+) -> tuple[list[tuple[Event, set[int]]], list[dict[str, Any]]]:
+    """The accepted taps of one sample as debug events (with the instructions they follow), and
+    the refused ones with reasons."""
     events, refused = [], []
     for tap in taps:
         index = int(tap["output_index"])
@@ -123,7 +126,8 @@ def _sample_events(
                 {"source": tap["source"], "ops": tap["ops"], "sample": sample, "reason": reason}
             )
             continue
-        events.append(_event(tap, _append(payload, dequantized(value, tap))))  # type: ignore[arg-type]
+        event = _event(tap, _append(payload, dequantized(value, tap)))  # type: ignore[arg-type]
+        events.append((event, {int(i) for i in tap.get("logged_by", ())}))
     return events, refused
 
 
@@ -157,7 +161,7 @@ def add_taps(
             None,
         )
         if at is None:
-            blocks.append(RunData(CAPTURE_BLOCK, sample, [], events))
+            blocks.append(RunData(CAPTURE_BLOCK, sample, [], [e for e, _ in events]))
         else:
             blocks[at] = replace(blocks[at], events=_placed(list(blocks[at].events), events))
     for item in refused:

@@ -6,6 +6,7 @@ partition their own rows, the faulted one named by the first divergence."""
 from __future__ import annotations
 
 import copy
+import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -181,3 +182,43 @@ def test_a_program_executorch_cannot_lower_once_tapped_names_what_to_use_instead
     assert "could not lower the instrumented program" in message
     assert "placeholder" in message
     assert "runtime.observe=bisect" in message and "runtime.observe=off" in message
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_an_encoder_block_is_tapped_elided_ops_left_out_decomposed_attention_filed_right(
+    make_cfg: Callable[..., DictConfig], tmp_path: Path, precision: str
+) -> None:
+    """Hugging Face-style attention at fp32: the eval-mode dropout XNNPACK elides shares one tap
+    with the projection before it (two taps of one value made XNNPACK refuse the program), and the
+    attention, which runs partly outside XNNPACK, is compared on its tapped output, not on a
+    kernel's intermediate logged under the same handle. A clean run passes."""
+    pytest.importorskip("executorch.exir", reason=SKIP_REASON)
+    from pipeline.runner import run_pipeline
+    from stages.formats.artifacts import ArtifactName
+    from tests.helpers.encoder_block import INPUTS
+
+    cfg = make_cfg(
+        "model=custom",
+        "model._target_=tests.helpers.encoder_block.make",
+        f"model.inputs={INPUTS}",
+        "backend=executorch_xnnpack",
+        "runtime.observe=tap",
+        f"backend.precision={precision}",
+        "runtime.iterations=2",
+        "tracking=none",
+        "analyze.fail_exit_code=false",
+    )
+    run_dir = run_pipeline(cfg, print_summary=False).run_dir
+    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
+    record = summary["instrumentation"]
+    taps = json.loads((run_dir / ArtifactName.TAP_MANIFEST).read_text())["taps"]
+    # the projection's value leaves through the dropout XNNPACK elides: one tap, at the dropout
+    (out,) = [t for t in taps if "dropout" in t["ops"]]
+    assert out["source"] == "dropout" and out["ops"][0].startswith("linear")
+    assert record["elided_ops"] == []
+    assert any("scaled_dot_product_attention" in t["ops"] for t in taps)
+    assert record["refused"] == [] and record["final_outputs"]["bit_equal"]
+    gaps = list(csv.DictReader((run_dir / ArtifactName.NUMERIC_GAP_CSV).open()))
+    attention = [g for g in gaps if "scaled_dot_product_attention" in g["op_names"]]
+    assert attention and all(g["status"] == "ok" for g in attention)
+    assert summary["verdict"] == "pass", summary.get("first_divergence")

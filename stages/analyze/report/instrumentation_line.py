@@ -25,6 +25,9 @@ def instrumentation_line(record: dict[str, Any] | None) -> str:
     copies = sum(n for nodes in (record.get("copies_added") or {}).values() for n in nodes.values())
     if copies:
         ran += f"; {copies} XNNPACK copy node(s) added to hand tapped values out"
+    elided = record.get("elided_ops") or []
+    if elided:
+        ran += f"; {len(elided)} op(s) XNNPACK elides (no kernel of their own) not tapped"
     refused = len(record.get("refused") or [])
     return (
         f"instrumentation (tap): {record.get('ops_with_rows')} of {record.get('ops_delegated')} "

@@ -31,6 +31,7 @@ from stages.lower.executorch_tap_points import (
     sole_inputs,
     tap_points,
 )
+from stages.lower.executorch_tap_search import TapLoweringError, lowered_leaving_out_refused
 from stages.lower.instrumentation_check import (
     Placement,
     compare_programs,
@@ -43,7 +44,7 @@ from stages.safe_io.atomic_write import atomic_path, write_text_atomic
 TAP_TOOL = "executorch.devtools.intermediate_output_tap (tap points chosen by this tool)"
 
 
-class ExecuTorchTapError(Exception):
+class ExecuTorchTapError(TapLoweringError):
     """The program could not be instrumented; says what to do instead."""
 
 
@@ -137,6 +138,21 @@ def _lowered_without_taps(program: Any, partitioners: list[Any], lower: Callable
     return edge.to_executorch()
 
 
+def _attempt(
+    shipped: Any, partitioners: list[Any], lower: Callable[..., Any]
+) -> Callable[[list[TapPoint]], tuple[Any, dict[str, int], Any]]:
+    """Tap the chosen points and lower: (tapped program, source → output index, lowered)."""
+
+    def attempt(chosen: list[TapPoint]) -> tuple[Any, dict[str, int], Any]:
+        program, outputs = _tapped(shipped, chosen)
+        missing = [p.source for p in chosen if p.source not in outputs]
+        if missing:
+            raise ExecuTorchTapError(f"runtime.observe=tap: ExecuTorch's tap skipped {missing}")
+        return program, outputs, _lowered_without_taps(program, partitioners, lower)
+
+    return attempt
+
+
 def lower_tapped(
     shipped: Any,
     plain_etrecord: Any,
@@ -157,17 +173,16 @@ def lower_tapped(
             "runtime.observe=tap: no op of this program runs inside a delegate, so there is "
             "nothing to tap; use runtime.observe=off"
         )
-    program, outputs = _tapped(shipped, points)
-    missing = [p.source for p in points if p.source not in outputs]
-    if missing:
-        raise ExecuTorchTapError(f"runtime.observe=tap: ExecuTorch's tap skipped {missing}")
+    search = lowered_leaving_out_refused(points, _attempt(shipped, partitioners, lower))
+    (program, outputs, executorch_program), points = search.lowered, search.points
     ranges = _eager_ranges(program, points, outputs, samples)
-    executorch_program = _lowered_without_taps(program, partitioners, lower)
     tapped_record = executorch_program.get_etrecord()
     tapped_places = op_placements(executorch_program.buffer, tapped_record, "instrumented program")
     check = compare_programs(plain_pte, executorch_program.buffer, plain_places, tapped_places)
     check["tool"] = TAP_TOOL
     check["elided_ops"] = elided
+    check["refused_by_lowering"] = [op for p in search.left_out for op in p.ops]
+    check["tap_lowerings"] = search.lowerings
     names = handles_by_name(plain_etrecord)
     computed = xnnpack_ops(plain_places, fused_activations(plain_etrecord))
     delegated = {op: names[op] for op in computed if op in op_names(plain_etrecord)}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from stages.analyze.compare.gap_groups import GapGroup, is_getitem
+from stages.analyze.compare.local_rerun import MAX_UPSTREAM_OPS
 from stages.analyze.compare.reference_stream import Liveness, graph_liveness
 from stages.analyze.link.control_flow import CondSite, predicate_source
 
@@ -29,16 +30,35 @@ def _liveness(
             live.read([site.predicate, compared, *site.operands], step)
             for branch in site.branches:
                 live.read(branch.graph.nodes, step)
+    anchors = {g.anchor for g in groups if g.anchor is not None}
     for step, ready_groups in ready.items():
         for gi in ready_groups:
             members = set(groups[gi].nodes)
             live.read(members, step)
+            live.read(_upstream_inputs(members, anchors), step)
             for node in members:
                 for arg in node.all_input_nodes:
                     live.read([arg], step)
                     if is_getitem(arg):
                         live.read(arg.all_input_nodes, step)
     return live
+
+
+def _upstream_inputs(
+    members: set[torch.fx.Node], anchors: set[torch.fx.Node]
+) -> set[torch.fx.Node]:
+    """The values a group's expected error may re-run its unobserved upstream ops from
+    (local_rerun.emulated_upstream): the inputs of the ops before it up to the nearest ops a
+    runtime value can stand in for (group anchors), at most MAX_UPSTREAM_OPS of them."""
+    chain: set[torch.fx.Node] = set()
+    stack = [a for n in members for a in n.all_input_nodes if a not in members]
+    while stack and len(chain) <= MAX_UPSTREAM_OPS:
+        node = stack.pop()
+        if node in chain or node in anchors or node.op != "call_function":
+            continue
+        chain.add(node)
+        stack.extend(node.all_input_nodes)
+    return {a for n in chain for a in n.all_input_nodes} | chain
 
 
 @dataclass(frozen=True)

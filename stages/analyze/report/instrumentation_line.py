@@ -28,6 +28,9 @@ def instrumentation_line(record: dict[str, Any] | None) -> str:
     elided = record.get("elided_ops") or []
     if elided:
         ran += f"; {len(elided)} op(s) XNNPACK elides (no kernel of their own) not tapped"
+    unlowered = record.get("refused_by_lowering") or []
+    if unlowered:
+        ran += f"; not tapped, ExecuTorch would not lower their taps: {', '.join(unlowered[:6])}"
     refused = len(record.get("refused") or [])
     return (
         f"instrumentation (tap): {record.get('ops_with_rows')} of {record.get('ops_delegated')} "

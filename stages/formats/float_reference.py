@@ -67,14 +67,21 @@ def _followed_op(node: torch.fx.Node) -> torch.fx.Node | None:
 
 
 def lowered_precision(program: torch.export.ExportedProgram) -> str:
-    """int8 when the program has q/dq ops, fp16 when its float inputs are half, else fp32."""
+    """int8 when the program has q/dq ops, fp16 when its float inputs are half (a program
+    whose inputs are all integers, a text model's token ids: its float weights), else fp32."""
     nodes = list(program.graph_module.graph.nodes)
     if any(is_qdq(n) for n in nodes):
         return "int8"
     user_inputs = set(program.graph_signature.user_inputs)
-    values = [n.meta.get("val") for n in nodes if n.op == "placeholder" and n.name in user_inputs]
-    floats = [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    floats = _float_values(n for n in placeholders if n.name in user_inputs)
+    floats = floats or _float_values(placeholders)
     return "fp16" if floats and all(v.dtype == torch.float16 for v in floats) else "fp32"
+
+
+def _float_values(nodes: Iterable[torch.fx.Node]) -> list[torch.Tensor]:
+    values = [n.meta.get("val") for n in nodes]
+    return [v for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()]
 
 
 def _served_op(node: torch.fx.Node) -> torch.fx.Node | None:

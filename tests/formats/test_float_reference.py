@@ -109,3 +109,26 @@ def test_each_quantized_value_keeps_its_programs_scale_and_zero_point() -> None:
     for node in quantizes:
         scale, zero, low, high = found[node.args[0].name]
         assert (scale, zero, low, high) == tuple(node.args[1:5]) and scale > 0 and low < high
+
+
+class _Embedder(torch.nn.Module):
+    """A text model's shape: integer token ids in, float weights inside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = torch.nn.Embedding(16, 8), torch.nn.Linear(8, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(ids))
+
+
+def test_a_program_with_integer_inputs_is_fp16_by_its_weights() -> None:
+    """Token ids in, half weights: fp16 (read as fp32 before, so the analysis took the half
+    program as its own reference and expected fp32's error of it)."""
+    pytest.importorskip("executorch.exir", reason="needs the executorch extra")
+    from stages.lower.executorch_precision import program_at_precision
+
+    ids = (torch.randint(0, 16, (1, 4)),)
+    fp32 = torch.export.export(_Embedder().eval(), ids)
+    assert lowered_precision(fp32) == "fp32"
+    assert lowered_precision(program_at_precision(fp32, "fp16", [ids])) == "fp16"

@@ -15,6 +15,7 @@ from stages.formats.etdump import (
     ProfileEvent,
     RunData,
     read_etdump,
+    streaming,
     write_etdump,
 )
 from stages.formats.etdump.streaming import EventsView, holds_debug_events, open_etdump
@@ -127,7 +128,12 @@ def _held_bytes(path: Path) -> tuple[int, ETDumpData]:
         tracemalloc.stop()
 
 
-def test_an_opened_etdump_holds_no_memory_per_event(tmp_path: Path) -> None:
+def test_an_opened_etdump_holds_no_memory_per_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past KEEP_EVENTS (set to none here, so these small files take that path) every pass
+    decodes its block again and nothing is held per event."""
+    monkeypatch.setattr(streaming, "KEEP_EVENTS", 0)
     sizes = {}
     for iterations in (20, 200):
         path = tmp_path / f"etdump_{iterations}.etdp"
@@ -139,3 +145,18 @@ def test_an_opened_etdump_holds_no_memory_per_event(tmp_path: Path) -> None:
     # What remains per block (its name, allocators, a view) is spread over its 100 events; the
     # decoded events themselves (~300 bytes each as objects) are never kept.
     assert per_event < 16, f"{per_event:.1f} bytes held per event"
+
+
+def test_events_kept_across_passes_stop_at_keep_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small file is decoded once and its blocks kept for later passes, up to KEEP_EVENTS
+    events per file; later blocks are decoded on every pass, with the same events."""
+    monkeypatch.setattr(streaming, "KEEP_EVENTS", 250)
+    path = tmp_path / "etdump.etdp"
+    write_etdump(path, _timed_dump(5, 100))
+    dump = open_etdump(path)
+    views = [b.events for b in dump.run_data]
+    kept = [v for v in views if isinstance(v, EventsView) and v._kept is not None]
+    assert len(kept) == 2 and sum(len(v) for v in kept) <= 250  # 100 events a block
+    assert [list(v) for v in views] == [b.events for b in read_etdump(path).run_data]

@@ -28,6 +28,10 @@ from stages.formats.etdump.records import (
 
 # Decoded events between two hand-backs of the mapped pages (~80 bytes of file per event).
 RELEASE_EVERY = 1 << 16
+# Events kept decoded across passes, per file (a few MB): the analysis passes over a small
+# ETDump several times (events, map and clock checks, trace) and each pass would decode it
+# again; past this many, blocks are decoded on every pass and memory stays flat.
+KEEP_EVENTS = 1 << 15
 _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 
@@ -40,6 +44,7 @@ class _MappedReader(_Reader):
         super().__init__(memoryview(mapped)[base:], where)
         self.mapped = mapped
         self.decoded = 0
+        self.kept = 0  # events held decoded by the blocks (KEEP_EVENTS at most)
 
     def release(self) -> None:
         """Hand the touched pages back (they stay in the page cache; a later read faults them
@@ -57,6 +62,7 @@ class EventsView(Sequence[Event]):
         self._start = start  # the first element of the block's vector of event offsets
         self._length = length
         self.debug_events: int | None = None  # counted when the file is opened
+        self._kept: list[Event] | None = None  # the block decoded, while KEEP_EVENTS allows
 
     def __len__(self) -> int:
         return self._length
@@ -88,6 +94,16 @@ class EventsView(Sequence[Event]):
             r.release()
         return out
 
+    def _all(self) -> list[Event]:
+        """Every event of the block: kept from an earlier pass, or decoded (and kept while the
+        file's KEEP_EVENTS allow)."""
+        if self._kept is not None:
+            return self._kept
+        events = self._decode(0, self._length)
+        if self._reader.kept + self._length <= KEEP_EVENTS:
+            self._kept, self._reader.kept = events, self._reader.kept + self._length
+        return events
+
     @overload
     def __getitem__(self, i: int) -> Event: ...
 
@@ -95,6 +111,8 @@ class EventsView(Sequence[Event]):
     def __getitem__(self, i: slice) -> list[Event]: ...
 
     def __getitem__(self, i: int | slice) -> Event | list[Event]:
+        if self._kept is not None:
+            return self._kept[i]
         if isinstance(i, slice):
             first, stop, step = i.indices(self._length)
             if step == 1:
@@ -107,7 +125,7 @@ class EventsView(Sequence[Event]):
         return self._decode(i, i + 1)[0]
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self._decode(0, self._length))
+        return iter(self._all())
 
 
 def holds_debug_events(block: RunData) -> bool:

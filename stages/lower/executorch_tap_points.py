@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from stages.formats.float_reference import is_qdq
+from stages.formats.float_reference import FAULT_NODE_PREFIX, is_qdq
 from stages.handles.debug_handles import DEBUG_HANDLE_META
 from stages.op_encoding import OpEncodingError, op_name
 
@@ -190,6 +190,42 @@ def fused_activations(etrecord: Any) -> dict[str, str]:
     return found
 
 
+# The ops computing a fault's step gate (stages.lower.executorch_fault): no fault of their own.
+_GATE_PREFIX = f"{FAULT_NODE_PREFIX}gate_"
+
+
+def _producer(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The op whose value `node` takes (through quantize/dequantize ops at int8)."""
+    before = node.args[0] if node.args else None
+    while isinstance(before, torch.fx.Node) and is_qdq(before):
+        before = before.args[0] if before.args else None
+    return before if isinstance(before, torch.fx.Node) else None
+
+
+def _faults_onto_targets(points: list[TapPoint], etrecord: Any) -> list[TapPoint]:
+    """A fault op (backend.fault.* on the real runtime) stands for its target's kernel computing
+    a wrong value: its tap is the target's value, filed under the target (with both handles),
+    and the target's own tap (the value before the fault) is dropped."""
+    nodes = {n.name: n for n in etrecord.exported_program.graph_module.graph.nodes}
+    by_op = {op: i for i, p in enumerate(points) for op in p.ops}
+    out: list[TapPoint | None] = list(points)
+    for index, point in enumerate(points):
+        node = nodes.get(point.ops[0])
+        if node is None or not node.name.startswith(FAULT_NODE_PREFIX):
+            continue
+        if node.name.startswith(_GATE_PREFIX):
+            continue
+        target = _producer(node)
+        found = by_op.get(target.name) if target is not None else None
+        if found is None or out[found] is None:
+            continue
+        before = points[found]
+        ops = before.ops + point.ops[1:]  # an activation fused after the fault stays filed
+        out[index] = replace(point, ops=ops, handles=before.handles + point.handles)
+        out[found] = None
+    return [p for p in out if p is not None]
+
+
 def tap_points(etrecord: Any, method: str = "forward") -> list[TapPoint]:
     """The values to tap in the program the ETRecord recorded, in graph order."""
     names = handles_by_name(etrecord)
@@ -201,4 +237,4 @@ def tap_points(etrecord: Any, method: str = "forward") -> list[TapPoint]:
         if point is not None:
             logged = set().union(*(logging.get(h, set()) for h in point.handles))
             points.append(replace(point, logged_by=tuple(sorted(logged))))
-    return points
+    return _faults_onto_targets(points, etrecord)

@@ -73,8 +73,10 @@ def _tapped(shipped: Any, points: list[TapPoint]) -> tuple[Any, dict[str, int]]:
 def _merged(kept: list[TapPoint], point: TapPoint, before: str | None) -> bool:
     """Move the tap of `before` (the elided op's only producer) to the elided op, filed under
     both; False when there is no such tap."""
+    if before is None:
+        return False
     for index, other in enumerate(kept):
-        if before is not None and other.ops[-1] == before:
+        if other.ops[-1] == before:
             kept[index] = replace(
                 point,
                 ops=other.ops + point.ops,

@@ -21,6 +21,7 @@ import torch
 
 from stages.formats.float_reference import FAULT_NODE_PREFIX, is_qdq
 from stages.handles.debug_handles import DEBUG_HANDLE_META
+from stages.lower.executorch_fault import GATE_NODE_PREFIX
 from stages.op_encoding import OpEncodingError, op_name
 
 # Activations XNNPACK fuses into the kernel before them as an output range.
@@ -190,10 +191,6 @@ def fused_activations(etrecord: Any) -> dict[str, str]:
     return found
 
 
-# The ops computing a fault's step gate (stages.lower.executorch_fault): no fault of their own.
-_GATE_PREFIX = f"{FAULT_NODE_PREFIX}gate_"
-
-
 def _producer(node: torch.fx.Node) -> torch.fx.Node | None:
     """The op whose value `node` takes (through quantize/dequantize ops at int8)."""
     before = node.args[0] if node.args else None
@@ -213,7 +210,7 @@ def _faults_onto_targets(points: list[TapPoint], etrecord: Any) -> list[TapPoint
         node = nodes.get(point.ops[0])
         if node is None or not node.name.startswith(FAULT_NODE_PREFIX):
             continue
-        if node.name.startswith(_GATE_PREFIX):
+        if node.name.startswith(GATE_NODE_PREFIX):
             continue
         target = _producer(node)
         found = by_op.get(target.name) if target is not None else None

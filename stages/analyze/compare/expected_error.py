@@ -137,9 +137,6 @@ class PrecisionEmulation:
             shape = [-1] + [1] * (value.dim() - 1)
             return (q.to(torch.float32) * scales.reshape(shape)).to(value.dtype)
         if node.name in self.constants and self.precision == Precision.int8:
-            if node.name in self.qparams and isinstance(value, torch.Tensor):
-                # a constant the program quantizes as an activation (a position embedding)
-                return _fake_quantized(value.float(), self.qparams[node.name]).to(value.dtype)
             return value  # biases and other constants stay wide in int8 backends
         return self.rounded(node, value)
 

@@ -22,30 +22,28 @@ def _chain() -> tuple[list[torch.fx.Node], dict[torch.fx.Node, int]]:
     return order, {n: i for i, n in enumerate(order)}
 
 
+def _plan(anchored: str) -> tuple[dict[int, list[torch.fx.Node]], dict[str, int]]:
+    """The plan with a group anchored at each op named in `anchored`; (dying, step by name)."""
+    order, topo = _chain()
+    groups = [
+        GapGroup(handles=(i + 1,), anchor=n, nodes=[n])
+        for i, n in enumerate(n for n in order if n.name in anchored)
+    ]
+    plan = plan_walk(order, topo, [], groups, release_values=True)
+    return plan.dying, {n.name: topo[n] for n in order}
+
+
 def _died_at(dying: dict[int, list[torch.fx.Node]], name: str) -> int:
     return next(step for step, nodes in dying.items() for n in nodes if n.name == name)
 
 
 def test_the_input_of_an_unobserved_chain_lives_until_the_group_after_it_is_compared() -> None:
-    order, topo = _chain()
-    by_name = {n.name: n for n in order}
-    groups = [
-        GapGroup(handles=(1,), anchor=by_name["a"], nodes=[by_name["a"]]),
-        GapGroup(handles=(2,), anchor=by_name["d"], nodes=[by_name["d"]]),
-    ]
-    plan = plan_walk(order, topo, [], groups, release_values=True)
+    dying, step = _plan("ad")
     # d's group is compared at d's step; its expected error re-runs b and c from a's value
-    assert _died_at(plan.dying, "a") >= topo[by_name["d"]]
-    assert _died_at(plan.dying, "b") >= topo[by_name["d"]]
+    assert _died_at(dying, "a") >= step["d"]
+    assert _died_at(dying, "b") >= step["d"]
 
 
 def test_an_observed_input_ends_the_chain() -> None:
-    order, topo = _chain()
-    by_name = {n.name: n for n in order}
-    groups = [
-        GapGroup(handles=(1,), anchor=by_name["a"], nodes=[by_name["a"]]),
-        GapGroup(handles=(2,), anchor=by_name["c"], nodes=[by_name["c"]]),
-        GapGroup(handles=(3,), anchor=by_name["d"], nodes=[by_name["d"]]),
-    ]
-    plan = plan_walk(order, topo, [], groups, release_values=True)
-    assert _died_at(plan.dying, "a") < topo[by_name["d"]]  # nothing after c needs it
+    dying, step = _plan("acd")
+    assert _died_at(dying, "a") < step["d"]  # nothing after c needs it

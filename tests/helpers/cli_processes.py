@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,12 @@ _STARTED: list[subprocess.Popen[str]] = []
 WAIT_GUARD_S = 600
 
 
+def _default_sigint() -> None:
+    """In the child, before exec: SIGINT back to its default, so Python installs its Ctrl-C
+    handler (a suite started as a background job ignores SIGINT, and children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_cli(args: list[str], cwd: Path, own_group: bool = False) -> subprocess.Popen[str]:
     """`python -m pipeline ARGS` in cwd, this checkout first on the path, output captured."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -31,6 +38,7 @@ def start_cli(args: list[str], cwd: Path, own_group: bool = False) -> subprocess
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=own_group,  # so the test can kill it with its tracking process
+        preexec_fn=_default_sigint if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else None,
     )
     _STARTED.append(process)
     return process

@@ -150,7 +150,7 @@ def event_record(row: EventRow, unit: str) -> dict[str, Any]:
     record: dict[str, Any] = {
         "event_block_name": row.event_block_name,
         "event_name": row.event_name,
-        **{s: row.stat(s) for s in ("p10", "p50", "p90", "avg", "min", "max")},
+        **row.latencies.stats(),
         "op_types": row.ops.get("op_types", []),
         "delegate_debug_identifier": link.delegate_debug_identifier,
         "debug_handles": list(link.debug_handles),

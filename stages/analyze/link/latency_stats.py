@@ -60,14 +60,17 @@ class LatencyStats:
     def add(self, value: float) -> None:
         self.count += 1
         self.total += value
-        self.low = min(self.low, value)
-        self.high = max(self.high, value)
-        if self.samples is not None:
-            if len(self.samples) < self.exact:
-                self.samples.append(value)
+        if value < self.low:  # as min() and max(): a NaN never replaces a bound
+            self.low = value
+        if value > self.high:
+            self.high = value
+        samples = self.samples
+        if samples is not None:
+            if len(samples) < self.exact:
+                samples.append(value)
                 return
             self.sketch = _sketch()
-            for kept in self.samples:
+            for kept in samples:
                 self.sketch.add(kept)
             self.samples = None
         assert self.sketch is not None
@@ -78,7 +81,9 @@ class LatencyStats:
         return self.samples is not None
 
     def stat(self, name: str) -> float:
-        """avg, min, max or a percentile of PERCENTILES; NaN without samples (as NumPy's)."""
+        """avg, min, max or a percentile of PERCENTILES; NaN without samples."""
+        if self.count == 0:
+            return math.nan
         if self.samples is not None:
             values = np.array(self.samples, dtype=np.float64)
             if name == "avg":
@@ -95,6 +100,20 @@ class LatencyStats:
         if name == "max":
             return self.high
         return self._sketched_percentile(PERCENTILES[name])
+
+    def stats(self) -> dict[str, float]:
+        """Every statistic by name (PERCENTILES' names, then avg, min, max), one pass over the
+        samples: the same numbers `stat` gives one at a time."""
+        if self.samples is None or self.count == 0:
+            return {name: self.stat(name) for name in (*PERCENTILES, "avg", "min", "max")}
+        values = np.array(self.samples, dtype=np.float64)
+        ranked = np.percentile(values, list(PERCENTILES.values()))
+        named = {name: float(v) for name, v in zip(PERCENTILES, ranked, strict=True)}
+        return named | {
+            "avg": float(values.mean()),
+            "min": float(values.min()),
+            "max": float(values.max()),
+        }
 
     def _sketched_percentile(self, q: float) -> float:
         """np.percentile's linear interpolation between the two ranks around q, on the sketch's

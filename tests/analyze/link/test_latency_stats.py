@@ -34,6 +34,15 @@ def test_up_to_the_cap_every_statistic_is_numpys_bit_for_bit() -> None:
         **{name: np.percentile(values, q) for name, q in PERCENTILES.items()},
     }
     assert {s: stats.stat(s) for s in STATS} == {s: float(v) for s, v in expected.items()}
+    assert stats.stats() == {s: float(v) for s, v in expected.items()}  # all at once, the same
+
+
+@pytest.mark.parametrize("count", [0, 1, 300])
+def test_all_statistics_at_once_are_each_ones_own_past_the_cap_and_empty(count: int) -> None:
+    stats = _filled(np.random.default_rng(5).lognormal(0.0, 1.0, count), exact=64)
+    together, alone = stats.stats(), {s: stats.stat(s) for s in STATS}
+    assert list(together) == list(STATS)
+    assert np.allclose(list(together.values()), list(alone.values()), equal_nan=True, rtol=0)
 
 
 @pytest.mark.parametrize(

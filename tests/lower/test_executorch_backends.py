@@ -57,6 +57,10 @@ def test_executorch_lowers_runs_and_is_analysed(
     kinds = {f["kind"] for f in summary["delegate_map_check"]}
     assert kinds <= {"no_intermediate_outputs"}
     assert all("per op inside partition" in n["what"] for n in summary["not_evaluated"])
+    # ... and each says what it hides and what sees inside (tap here, bisect anywhere).
+    assert all(n["option"] == "runtime.observe" for n in summary["not_evaluated"])
+    assert all("runtime.observe=tap" in n["why"] for n in summary["not_evaluated"])
+    assert all("below the precision's own error" in n["why"] for n in summary["not_evaluated"])
     with (run_dir / ArtifactName.NUMERIC_GAP_CSV).open() as fh:
         gaps = list(csv.DictReader(fh))
     assert all(float(g["snr"]) > 100 for g in gaps)  # fp32 kernels against the ATen reference

@@ -222,3 +222,33 @@ def test_an_encoder_block_is_tapped_elided_ops_left_out_decomposed_attention_fil
     attention = [g for g in gaps if "scaled_dot_product_attention" in g["op_names"]]
     assert attention and all(g["status"] == "ok" for g in attention)
     assert summary["verdict"] == "pass", summary.get("first_divergence")
+
+
+def test_an_int8_fault_on_the_dropout_xnnpack_elides_is_named_there(
+    make_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    """At int8 the fault op after an elided dropout is quantized with it: its tap is filed under
+    the dropout (with the projection it shares a tap with), which the first divergence names."""
+    pytest.importorskip("executorch.exir", reason=SKIP_REASON)
+    from pipeline.runner import run_pipeline
+    from stages.formats.artifacts import ArtifactName
+    from tests.helpers.encoder_block import INPUTS
+
+    cfg = make_cfg(
+        "model=custom",
+        "model._target_=tests.helpers.encoder_block.make",
+        f"model.inputs={INPUTS}",
+        "backend=executorch_xnnpack",
+        "runtime.observe=tap",
+        "backend.precision=int8",
+        "backend.fault.node=dropout",
+        "runtime.iterations=2",
+        "tracking=none",
+        "analyze.fail_exit_code=false",
+    )
+    run_dir = run_pipeline(cfg, print_summary=False).run_dir
+    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
+    assert summary["verdict"] == "fail"
+    first = summary["first_divergence"]
+    assert "dropout" in first["op_names"] and first["excess_db"] > 20
+    assert summary["instrumentation"]["refused"] == []

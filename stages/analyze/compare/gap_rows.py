@@ -3,6 +3,7 @@ local and emulated values), then one compared row per output."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,8 @@ from stages.analyze.compare.local_rerun import emulated_upstream, note_unobserve
 from stages.analyze.compare.sample_walk import SampleWalk
 from stages.analyze.compare.stand_ins import multi_output_nodes
 from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -47,6 +50,7 @@ class GapRow:
     unobserved_inputs: tuple[str, ...] = ()  # see GapGroup.unobserved_inputs
     # Observed vs expected local error (stages/analyze/compare/expected_error.py), float rows.
     budget: dict[str, float] = field(default_factory=dict)
+    expected_fallback: str = ""  # why the expected error is only the floor (its re-run failed)
 
 
 @dataclass
@@ -60,6 +64,7 @@ class Slot:
     ranked: list[Any] = field(default_factory=list)  # what an index op ranked (reference)
     ranked_loc: list[Any] = field(default_factory=list)  # ... and in the local re-run
     exp: list[torch.Tensor] = field(default_factory=list)  # local re-run at the emulated precision
+    exp_failed: str = ""  # why that re-run failed (the expected error then falls to the floor)
     shape: tuple[Any, Any] | None = None
     dtype: str = ""
 
@@ -93,7 +98,7 @@ def collect_group(
         local_pairs = {i: b for i, _, b in output_pairs(runtime, local_ref, reshaped)[0]}
     except Exception as exc:  # a reference op refusing runtime inputs is a finding
         local_pairs, status = {}, f"local_rerun_failed: {type(exc).__name__}"
-    expected_pairs = _expected_pairs(group, env, subst, fixed, emulation, runtime, several)
+    expected_pairs, failed = _expected_pairs(group, env, subst, fixed, emulation, runtime, several)
     if not pairs:
         slots.setdefault((gi, 0), Slot(status=status))
     for oi, rt, ref in pairs:
@@ -114,6 +119,7 @@ def collect_group(
         emulated = expected_pairs.get(oi)
         if isinstance(emulated, torch.Tensor) and tuple(emulated.shape) == tuple(rt.shape):
             slot.exp.append(emulated)
+        slot.exp_failed = slot.exp_failed or failed
 
 
 def _expected_pairs(
@@ -124,19 +130,36 @@ def _expected_pairs(
     emulation: PrecisionEmulation | None,
     runtime: Value,
     outputs: Sequence[torch.fx.Node] = (),
-) -> dict[int, Any]:
+) -> tuple[dict[int, Any], str]:
     """Per output index, the group's local re-run at the emulated precision (none at fp32),
-    its unobserved upstream ops included (their error is in the observed local gap too)."""
+    its unobserved upstream ops included (their error is in the observed local gap too); and
+    why that re-run failed, if it did (the rows then say so: their budget is only the floor)."""
     if emulation is None or not emulation.active:
-        return {}
+        return {}, ""
     upstream, exact = emulated_upstream(group, emulation)
     if not (group.is_delegated or upstream):
-        return {}
+        return {}, ""
     try:
         emulated, _ = rerun(group, env, subst, fixed, outputs, emulation, upstream, exact)
-    except Exception:  # the fp32 re-run reports the failure; the budget falls back to the floor
-        return {}
-    return {i: b for i, _, b in output_pairs(runtime, emulated, reshapes_only(group.anchor))[0]}
+    except Exception as exc:  # any op of any program: reported per row, never fatal
+        return {}, f"{type(exc).__name__}: {str(exc)[:200]}"
+    pairs = output_pairs(runtime, emulated, reshapes_only(group.anchor))[0]
+    return {i: b for i, _, b in pairs}, ""
+
+
+def _said_fallback(row: GapRow, slot: Slot, group: GapGroup, precision: str) -> None:
+    """Warn that a row's expected error is only the precision's floor, and why."""
+    if not slot.exp_failed:
+        return
+    row.expected_fallback = slot.exp_failed
+    ops = "+".join(n.name for n in group.nodes) or str(list(group.handles))
+    log.warning(
+        "numeric_gap: the expected error of %s at %s is only the precision's floor (its verdict "
+        "is stricter than the precision warrants): the emulated re-run failed (%s)",
+        ops,
+        precision,
+        slot.exp_failed,
+    )
 
 
 def build_rows(
@@ -176,6 +199,7 @@ def build_rows(
             if len(slot.loc) == len(slot.rt):
                 row.local = rule.compare(row.comparison, slot.rt, slot.loc, slot.ranked_loc)
                 if row.comparison == "float" and emulation is not None:
+                    _said_fallback(row, slot, group, emulation.precision)
                     exp = slot.exp if len(slot.exp) == len(slot.rt) else None
                     row.budget.update(
                         error_budget(slot.rt, slot.loc, exp, emulation.precision, floor_units)

@@ -34,6 +34,15 @@ from stages.handles.debug_handles import DelegateIdentifier
 log = logging.getLogger(__name__)
 
 MAP_OPTION = "backend._target_"  # whose preprocess (map) and runtime (logging) the findings name
+OBSERVE_OPTION = "runtime.observe"  # what sees inside a partition its runtime logs whole
+# What a partition compared whole hides, and what narrows it (stages.lower.executorch_tap,
+# stages.analyze.compare.bisection).
+WHOLE_PARTITION_NOTE = (
+    "it is compared as a whole, from its delegate call's outputs, so an error inside it that "
+    "reaches those outputs below the precision's own error is not seen; runtime.observe=tap "
+    "brings each op's value back on ExecuTorch backends (executorch_*), and "
+    "runtime.observe=bisect narrows a divergence to its op on any backend"
+)
 
 
 @dataclass(frozen=True)
@@ -178,8 +187,7 @@ def _silent(
             m.delegated_handles,
             _op_names(index, m.delegated_handles),
             f"partition {pid} ({m.backend_name}) logged no intermediate outputs although the run "
-            "logged them (runtime.debug_level=intermediate_outputs): it is compared as a whole, "
-            "from its delegate call's outputs, and a divergence in it cannot be narrowed further",
+            f"logged them (runtime.debug_level=intermediate_outputs): {WHOLE_PARTITION_NOTE}",
             stage="analyze",
         )
         for pid, m in sorted(silent.items())
@@ -249,9 +257,8 @@ def map_not_evaluated(check: MapCheck) -> list[NotEvaluated]:
         items.append(
             NotEvaluated(
                 f"{NUMERIC_GAP} per op inside partition {pid}",
-                MAP_OPTION,
-                "none of its own logged outputs can be tied to its ops: it is compared as a "
-                "whole, from its delegate call's outputs, and cannot be narrowed further",
+                OBSERVE_OPTION,
+                f"none of its own logged outputs can be tied to its ops: {WHOLE_PARTITION_NOTE}",
                 False,
             )
         )

@@ -76,6 +76,8 @@ def gap_record(
     record["gap_metric"] = metric
     record["threshold"] = threshold
     record.update(row.budget)  # observed vs expected local error (expected_error.py)
+    if row.expected_fallback:  # its expected error is only the floor, and why
+        record["expected_fallback"] = row.expected_fallback
     record["margin_db"] = margin if EXCESS_DB in row.budget else None
     record["diverged"] = diverged
     record["source_line"] = source_line(traces[-1]) if traces else ""
@@ -105,6 +107,7 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         else None,
         "comparison": row.comparison,
         **{key: finite(value) for key, value in row.budget.items()},
+        **({"expected_fallback": row.expected_fallback} if row.expected_fallback else {}),
         "margin_db": verdict.margin if EXCESS_DB in row.budget else None,
         # Integer/bool/index outputs: counted, not measured (stages/analyze/compare/exact_compare.py).
         **{

@@ -4,8 +4,10 @@ verdict on real runs (a 1% error at fp16 and 5% at int8 caught; the same clean r
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -184,3 +186,29 @@ def test_statistics_reduced_in_slices_match_whole_float64_copies(
     assert got_variance == pytest.approx(variance, rel=1e-12)
     expected_db = 10 * math.log10(variance / mse)
     assert variation_snr(runtime, reference) == pytest.approx(expected_db, rel=1e-12)
+
+
+def test_an_expected_error_that_falls_back_to_the_floor_says_so(
+    run_tiny: RunTiny, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When a group's re-run at the emulated precision fails, its row says why its budget is only
+    the floor (a silent fallback once hid false FAILs at int8)."""
+    import stages.analyze.compare.gap_rows as gap_rows
+
+    plain = gap_rows.rerun
+
+    def failing_when_emulated(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > 5 and args[5] is not None:  # the emulation: the expected error's re-run
+            raise RuntimeError("emulated re-run refused")
+        return plain(*args, **kwargs)
+
+    monkeypatch.setattr(gap_rows, "rerun", failing_when_emulated)
+    with caplog.at_level(logging.WARNING):
+        run_dir = run_tiny(
+            "fallback-mlp-qnn-int8", "mlp", "backend=qnn", "backend.precision=int8",
+            "analyze.top_k=7",  # its own analysis, never one reused from the cache
+        )  # fmt: skip
+    with (run_dir / "numeric_gap.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["is_delegated_op"] == "True"]
+    assert rows and all("emulated re-run refused" in r["expected_fallback"] for r in rows)
+    assert "is only the precision's floor" in caplog.text

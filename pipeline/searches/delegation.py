@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipeline.searches.minimize import smallest_passing_set
 from pipeline.searches.result import SearchError, SearchResult, verified_record
-from pipeline.searches.trials import TrialRunner, list_override
+from pipeline.searches.trials import UNTIMED, TrialRunner, list_override
 
 KEEP_OFF = "backend.keep_off"
 
@@ -45,7 +45,7 @@ def delegation_search(runner: TrialRunner) -> SearchResult:
     def passes(names: list[str]) -> bool:
         if not names:
             return False  # the baseline, which fails
-        return runner.run([[*keep_off(names), VERDICT_SCOPE]])[0].verdict == "pass"
+        return runner.run([[*keep_off(names), VERDICT_SCOPE, *UNTIMED]])[0].verdict == "pass"
 
     chosen = smallest_passing_set(_ranked(ops, baseline.first_divergence_nodes), passes)
     if chosen is None:

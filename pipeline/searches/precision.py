@@ -10,7 +10,7 @@ from pipeline.searches.minimize import smallest_passing_set
 from pipeline.searches.outcomes import TrialOutcome, local_snr_by_op
 from pipeline.searches.result import SearchError, SearchResult, verified_record
 from pipeline.searches.sensitivity_report import Sensitivity, write_sensitivity_files
-from pipeline.searches.trials import TrialRunner, list_override
+from pipeline.searches.trials import UNTIMED, TrialRunner, list_override
 
 KEEP_FLOAT = "backend.keep_float"
 
@@ -27,7 +27,7 @@ def keep_float(names: list[str]) -> list[str]:
 
 def accuracy_trial(names: list[str]) -> list[str]:
     """A trial keeping `names` at fp32, judged by its accuracy alone."""
-    return [*keep_float(names), ACCURACY_SCOPE]
+    return [*keep_float(names), ACCURACY_SCOPE, *UNTIMED]
 
 
 def _snr(outcome: TrialOutcome) -> float | None:

@@ -19,6 +19,10 @@ from typing import Any
 from pipeline.searches.outcomes import TrialOutcome, read_outcome
 from stages.safe_io.atomic_write import write_text_atomic
 
+# A trial after the baseline is judged by its verdict or accuracy, never by its timings: one timed
+# execution and no warm-up (the baseline and the proving re-run keep the command's own).
+UNTIMED = ("runtime.iterations=1", "runtime.min_iterations=1", "runtime.warmup=0")
+
 
 class TrialBudgetSpent(Exception):
     """`search.max_trials` trials ran; the search ends with what it found so far."""

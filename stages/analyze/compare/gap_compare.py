@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from stages.analyze.compare.comparators import Comparator, identical_value
+from stages.analyze.compare.comparators import Comparator, compare_all, identical_value
 from stages.analyze.compare.exact_compare import (
     IndexOutput,
     count_index_mismatches,
@@ -118,7 +118,7 @@ def compare_values(
             return {name: float(v) for name, v in known.items() if v is not None}
     rt = torch.cat([t.detach().double().flatten() for t in runtime])
     ref = torch.cat([t.detach().double().flatten() for t in reference])
-    return {c.name: float(c.compare(rt, ref)) for c in comparators}
+    return compare_all(comparators, rt, ref)
 
 
 @dataclass(frozen=True)

@@ -108,3 +108,35 @@ def test_the_identical_input_shortcut_gives_what_each_builtin_computes(values: l
         assert shortcut == computed or math.isclose(shortcut, computed, rel_tol=1e-12), (
             comparator.name
         )
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [
+        ([0.5, -1.25, 3.0, 0.0], [0.25, -1.0, 3.5, 1e-3]),  # finite: the shared path
+        ([0.0, 0.0], [0.0, 0.0]),  # zero signal and noise
+        ([1.0, 2.0], [0.0, 0.0]),  # zero reference
+        ([float("-inf"), 2.0], [float("-inf"), 2.5]),  # matching masks: each its own path
+        ([float("nan"), 1.0], [0.5, 1.0]),
+        ([], []),
+    ],
+)
+def test_all_comparators_at_once_give_what_each_gives_alone(
+    pair: tuple[list[float], list[float]],
+) -> None:
+    """The built-ins share one difference when everything is finite; the numbers stay each
+    comparator's own (and a custom comparator among them is simply called)."""
+    from stages.analyze.compare.comparators import compare_all
+
+    a, b = (torch.tensor(v, dtype=torch.float64) for v in pair)
+    comparators = [*BUILTIN.values(), HalfSNR()]
+    together = compare_all(comparators, a, b)
+    for comparator in comparators:
+        alone = float(comparator.compare(a, b))
+        got = together[comparator.name]
+        assert got == alone or (math.isnan(got) and math.isnan(alone)), comparator.name
+    only_builtins = compare_all(list(BUILTIN.values()), a, b)
+    assert {k: v for k, v in together.items() if k in only_builtins}.keys() == only_builtins.keys()
+    for name, value in only_builtins.items():
+        alone = float(BUILTIN[name].compare(a, b))
+        assert value == alone or (math.isnan(value) and math.isnan(alone)), name

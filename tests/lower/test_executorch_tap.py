@@ -184,17 +184,10 @@ def test_a_program_executorch_cannot_lower_once_tapped_names_what_to_use_instead
     assert "runtime.observe=bisect" in message and "runtime.observe=off" in message
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_an_encoder_block_is_tapped_elided_ops_left_out_decomposed_attention_filed_right(
-    make_cfg: Callable[..., DictConfig], tmp_path: Path, precision: str
-) -> None:
-    """Hugging Face-style attention at fp32: the eval-mode dropout XNNPACK elides shares one tap
-    with the projection before it (two taps of one value made XNNPACK refuse the program), and the
-    attention, which runs partly outside XNNPACK, is compared on its tapped output, not on a
-    kernel's intermediate logged under the same handle. A clean run passes."""
+def _tapped_encoder_block(make_cfg: Callable[..., DictConfig], *overrides: str) -> Path:
+    """The encoder block run on executorch_xnnpack with runtime.observe=tap; its run dir."""
     pytest.importorskip("executorch.exir", reason=SKIP_REASON)
     from pipeline.runner import run_pipeline
-    from stages.formats.artifacts import ArtifactName
     from tests.helpers.encoder_block import INPUTS
 
     cfg = make_cfg(
@@ -203,12 +196,25 @@ def test_an_encoder_block_is_tapped_elided_ops_left_out_decomposed_attention_fil
         f"model.inputs={INPUTS}",
         "backend=executorch_xnnpack",
         "runtime.observe=tap",
-        f"backend.precision={precision}",
+        *overrides,
         "runtime.iterations=2",
         "tracking=none",
         "analyze.fail_exit_code=false",
     )
-    run_dir = run_pipeline(cfg, print_summary=False).run_dir
+    return Path(run_pipeline(cfg, print_summary=False).run_dir)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_an_encoder_block_is_tapped_elided_ops_left_out_decomposed_attention_filed_right(
+    make_cfg: Callable[..., DictConfig], tmp_path: Path, precision: str
+) -> None:
+    """Hugging Face-style attention at fp32: the eval-mode dropout XNNPACK elides shares one tap
+    with the projection before it (two taps of one value made XNNPACK refuse the program), and the
+    attention, which runs partly outside XNNPACK, is compared on its tapped output, not on a
+    kernel's intermediate logged under the same handle. A clean run passes."""
+    from stages.formats.artifacts import ArtifactName
+
+    run_dir = _tapped_encoder_block(make_cfg, f"backend.precision={precision}")
     summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
     record = summary["instrumentation"]
     taps = json.loads((run_dir / ArtifactName.TAP_MANIFEST).read_text())["taps"]
@@ -229,24 +235,11 @@ def test_an_int8_fault_on_the_dropout_xnnpack_elides_is_named_there(
 ) -> None:
     """At int8 the fault op after an elided dropout is quantized with it: its tap is filed under
     the dropout (with the projection it shares a tap with), which the first divergence names."""
-    pytest.importorskip("executorch.exir", reason=SKIP_REASON)
-    from pipeline.runner import run_pipeline
     from stages.formats.artifacts import ArtifactName
-    from tests.helpers.encoder_block import INPUTS
 
-    cfg = make_cfg(
-        "model=custom",
-        "model._target_=tests.helpers.encoder_block.make",
-        f"model.inputs={INPUTS}",
-        "backend=executorch_xnnpack",
-        "runtime.observe=tap",
-        "backend.precision=int8",
-        "backend.fault.node=dropout",
-        "runtime.iterations=2",
-        "tracking=none",
-        "analyze.fail_exit_code=false",
+    run_dir = _tapped_encoder_block(
+        make_cfg, "backend.precision=int8", "backend.fault.node=dropout"
     )
-    run_dir = run_pipeline(cfg, print_summary=False).run_dir
     summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
     assert summary["verdict"] == "fail"
     first = summary["first_divergence"]

@@ -139,10 +139,9 @@ def compare_all(
     built-ins share one float64 difference when every value is finite (the common case), where
     each alone would compute it, and its finiteness checks, again."""
     a, b = _pair(runtime, reference)
-    shared = type(comparators[0]) in _BUILTIN_TYPES if comparators else False
-    shared = shared and all(type(c) in _BUILTIN_TYPES for c in comparators) and a.numel() > 0
-    d = a - b
-    if not (shared and bool(torch.isfinite(d).all())):  # then a and b are finite too
+    builtins_only = all(type(c) in _BUILTIN_TYPES for c in comparators)
+    d = a - b if comparators and a.numel() and builtins_only else None
+    if d is None or not bool(torch.isfinite(d).all()):  # when it is, a and b are finite too
         return {c.name: float(c.compare(runtime, reference)) for c in comparators}
     noise = float(torch.dot(d, d))
     magnitude = d.abs()

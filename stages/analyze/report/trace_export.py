@@ -242,7 +242,7 @@ class _SliceText:
         self.trace = trace
         self.encode = json.JSONEncoder(allow_nan=False).encode
         self.parts: dict[str, dict[int, tuple[str, str, str] | None]] = {}  # by block name
-        self.block = -1  # the block of the last slice, and the parts of its name
+        self.block, self.block_name = -1, ""  # the last slice's block, its name and parts
         self.block_parts: dict[int, tuple[str, str, str] | None] = {}
 
     def _parts(self, static: int, block_name: str) -> tuple[str, str, str] | None:
@@ -260,11 +260,10 @@ class _SliceText:
     def text(self, item: Slice, origin: float) -> str:
         start, end, lane, block, static = item
         if block != self.block:
-            block_name = self.trace.dump.run_data[block].name
-            self.block, self.block_parts = block, self.parts.setdefault(block_name, {})
+            self.block, self.block_name = block, self.trace.dump.run_data[block].name
+            self.block_parts = self.parts.setdefault(self.block_name, {})
         if static not in self.block_parts:
-            name = self.trace.dump.run_data[block].name
-            self.block_parts[static] = self._parts(static, name)
+            self.block_parts[static] = self._parts(static, self.block_name)
         parts = self.block_parts[static]
         if parts is None:
             return self.encode(_trace_event(self.trace, item, origin))

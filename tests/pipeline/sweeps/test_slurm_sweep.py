@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,22 @@ def _scheduler_records(array_id: str) -> dict[str, tuple[str, str]]:
         timeout=30,
     ).stdout
     return {j: (s, n) for j, s, n in (line.split("|") for line in out.splitlines() if line)}
+
+
+def _settled_records(array_id: str, jobs: int, polls: int = 120) -> dict[str, tuple[str, str]]:
+    """The array's records once every job has left PENDING/RUNNING/COMPLETING.
+
+    submitit hands back a job's result as soon as the job writes it; the job's process then exits
+    and SLURM's accounting records the end a moment later, so the first look can still say RUNNING.
+    """
+    records = _scheduler_records(array_id)
+    for _ in range(polls):
+        states = {state for state, _ in records.values()}
+        if len(records) == jobs and not states & {"PENDING", "RUNNING", "COMPLETING"}:
+            break
+        time.sleep(0.5)
+        records = _scheduler_records(array_id)
+    return records
 
 
 @pytest.mark.e2e
@@ -56,7 +73,7 @@ def test_submitit_slurm_sweep_runs_as_slurm_jobs(tmp_path: Path) -> None:
     job_dirs = sorted(p.name for p in submitit_dir.iterdir() if p.is_dir() and "_" in p.name)
     assert len(job_dirs) == 2, job_dirs
     array_id = job_dirs[0].split("_")[0]
-    records = _scheduler_records(array_id)
+    records = _settled_records(array_id, len(job_dirs))
     assert set(records) == set(job_dirs), records
     assert {state for state, _ in records.values()} == {"COMPLETED"}, records
     for job in job_dirs:  # each job's pipeline log went to its SLURM job's output

@@ -7,7 +7,8 @@
   target <= 1/5 of cold; then once more with tracking.log_unchanged=true (a new MLflow run);
 - `python -m pipeline --help` and a config error; target <= 1 s each;
 - with `--load`: the same pair again while two CPU-bound processes run; target: our
-  loaded/quiet ratio <= ExecuTorch's.
+  loaded/quiet ratio <= ExecuTorch's. A cold run with `tracking=none` beside each pair is the
+  control: it shows what MLflow's process (import, store creation) adds under load.
 
 Every cold run starts a new sqlite MLflow store (MLflow creates and migrates it).
 
@@ -63,6 +64,12 @@ def _ours_cold_and_reused() -> tuple[float, float, float, dict[str, float]]:
     return cold, reused, logged, stages
 
 
+def _ours_untracked() -> float:
+    """The control: a cold run without MLflow tracking (no tracking process, no store)."""
+    with tempfile.TemporaryDirectory(prefix="bench_untracked_") as tmp:
+        return _timed([*OURS, "tracking=none"], Path(tmp))[0]
+
+
 def _executorch() -> tuple[float, dict[str, float]]:
     with tempfile.TemporaryDirectory(prefix="bench_et_") as tmp:
         script = str(REPO / "benchmarks" / "executorch_loop.py")
@@ -94,6 +101,7 @@ def _pairs(reps: int) -> dict[str, list]:
         "stages": [],
         "et": [],
         "et_steps": [],
+        "untracked": [],
     }
     for _ in range(reps):
         cold, reused, logged, stages = _ours_cold_and_reused()
@@ -104,6 +112,7 @@ def _pairs(reps: int) -> dict[str, list]:
         got["stages"].append(stages)
         got["et"].append(et)
         got["et_steps"].append(steps)
+        got["untracked"].append(_ours_untracked())
     return got
 
 
@@ -112,7 +121,7 @@ def _median_parts(rows: list[dict[str, float]]) -> str:
     return ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.2f}" for k in keys)
 
 
-def _report(label: str, got: dict[str, list]) -> tuple[float, float]:
+def _report(label: str, got: dict[str, list]) -> tuple[float, float, float]:
     cold, et = statistics.median(got["cold"]), statistics.median(got["et"])
     ratios = [a / b for a, b in zip(got["cold"], got["et"], strict=True)]
     reuse = [b / a for a, b in zip(got["cold"], got["reused"], strict=True)]
@@ -131,7 +140,9 @@ def _report(label: str, got: dict[str, list]) -> tuple[float, float]:
         f"re-run logging a new MLflow run (tracking.log_unchanged=true): median "
         f"{statistics.median(got['logged']):.2f} s, ÷ cold median {statistics.median(logged):.3f}"
     )
-    return cold, et
+    untracked = statistics.median(got["untracked"])
+    print(f"control, ours cold with tracking=none: median {untracked:.2f} s")
+    return cold, et, untracked
 
 
 def _quick_paths() -> None:
@@ -156,13 +167,14 @@ def main() -> None:
     if importlib.util.find_spec("executorch") is None:
         raise SystemExit("needs the [executorch] extra: pip install -e '.[executorch]'")
     _quick_paths()
-    quiet_ours, quiet_et = _report("quiet", _pairs(args.reps))
+    quiet_ours, quiet_et, quiet_untracked = _report("quiet", _pairs(args.reps))
     if args.load:
         with _cpu_load(2):
-            loaded_ours, loaded_et = _report("two CPU-bound processes running", _pairs(args.reps))
+            loaded = _report("two CPU-bound processes running", _pairs(args.reps))
         print(
-            f"slow-down under load: ours {loaded_ours / quiet_ours:.2f}x, "
-            f"ExecuTorch {loaded_et / quiet_et:.2f}x (target: ours <= ExecuTorch's)"
+            f"slow-down under load: ours {loaded[0] / quiet_ours:.2f}x, "
+            f"ExecuTorch {loaded[1] / quiet_et:.2f}x (target: ours <= ExecuTorch's); "
+            f"control, ours with tracking=none {loaded[2] / quiet_untracked:.2f}x"
         )
 
 

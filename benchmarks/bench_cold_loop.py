@@ -6,9 +6,11 @@
 - the same command again in the same directory (every stage reused, so no duplicate MLflow run);
   target <= 1/5 of cold; then once more with tracking.log_unchanged=true (a new MLflow run);
 - `python -m pipeline --help` and a config error; target <= 1 s each;
-- with `--load`: the same pair again while two CPU-bound processes run; target: our
-  loaded/quiet ratio <= ExecuTorch's. A cold run with `tracking=none` beside each pair is the
-  control: it shows what MLflow's process (import, store creation) adds under load.
+- with `--load`: each rep is a quiet segment then the same runs while two CPU-bound processes
+  run, so both halves of a rep see the same machine (the host's drift cancels); target: our
+  loaded/quiet ratio <= ExecuTorch's, judged rep by rep (the median over reps of ours ÷
+  ExecuTorch's slow-down, and how many reps agree). A cold run with `tracking=none` in every
+  segment is the control: it shows what MLflow's process (import, store creation) adds.
 
 Every cold run starts a new sqlite MLflow store (MLflow creates and migrates it).
 
@@ -93,27 +95,40 @@ def _cpu_load(processes: int) -> Iterator[None]:
             burner.wait()
 
 
-def _pairs(reps: int) -> dict[str, list]:
-    got: dict[str, list] = {
-        "cold": [],
-        "reused": [],
-        "logged": [],
-        "stages": [],
-        "et": [],
-        "et_steps": [],
-        "untracked": [],
-    }
-    for _ in range(reps):
+def _segment(got: dict[str, list], rerun: bool) -> None:
+    """One cold run of ours, ExecuTorch's loop, and the tracking=none control, appended to `got`;
+    with `rerun`, the unchanged re-runs of ours too (quiet only: they are not a load figure)."""
+    if rerun:
         cold, reused, logged, stages = _ours_cold_and_reused()
-        et, steps = _executorch()
-        got["cold"].append(cold)
         got["reused"].append(reused)
         got["logged"].append(logged)
-        got["stages"].append(stages)
-        got["et"].append(et)
-        got["et_steps"].append(steps)
-        got["untracked"].append(_ours_untracked())
-    return got
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench_cold_") as tmp:
+            cold, out = _timed(OURS, Path(tmp))
+        stages = {m.group(1): float(m.group(3)) for m in STAGE_ROW.finditer(out)}
+    et, steps = _executorch()
+    got["cold"].append(cold)
+    got["stages"].append(stages)
+    got["et"].append(et)
+    got["et_steps"].append(steps)
+    got["untracked"].append(_ours_untracked())
+
+
+def _empty() -> dict[str, list]:
+    keys = ("cold", "reused", "logged", "stages", "et", "et_steps", "untracked")
+    return {key: [] for key in keys}
+
+
+def _reps(reps: int, load: bool) -> tuple[dict[str, list], dict[str, list]]:
+    """(quiet, loaded) measurements; with `load`, each rep's loaded segment follows its quiet one."""
+    quiet, loaded = _empty(), _empty()
+    for rep in range(reps):
+        _segment(quiet, rerun=True)
+        if load:
+            with _cpu_load(2):
+                _segment(loaded, rerun=False)
+        print(f"rep {rep + 1}/{reps} done", file=sys.stderr, flush=True)
+    return quiet, loaded
 
 
 def _median_parts(rows: list[dict[str, float]]) -> str:
@@ -121,28 +136,61 @@ def _median_parts(rows: list[dict[str, float]]) -> str:
     return ", ".join(f"{k} {statistics.median(r.get(k, 0.0) for r in rows):.2f}" for k in keys)
 
 
-def _report(label: str, got: dict[str, list]) -> tuple[float, float, float]:
+def _report(label: str, got: dict[str, list]) -> None:
     cold, et = statistics.median(got["cold"]), statistics.median(got["et"])
     ratios = [a / b for a, b in zip(got["cold"], got["et"], strict=True)]
-    reuse = [b / a for a, b in zip(got["cold"], got["reused"], strict=True)]
+    reuse = [b / a for a, b in zip(got["cold"], got["reused"], strict=False)]
     print(f"== {label} ({len(got['cold'])} pairs) ==")
     print(f"ours cold: median {cold:.2f} s  [{_median_parts(got['stages'])}]")
     print(f"ExecuTorch loop: median {et:.2f} s  [{_median_parts(got['et_steps'])}]")
     print(
         f"ours ÷ ExecuTorch, pair by pair: median {statistics.median(ratios):.3f} (target <= 0.333)"
     )
-    print(
-        f"unchanged re-run: median {statistics.median(got['reused']):.2f} s, re-run ÷ cold "
-        f"median {statistics.median(reuse):.3f} (target <= 0.2)"
-    )
-    logged = [b / a for a, b in zip(got["cold"], got["logged"], strict=True)]
-    print(
-        f"re-run logging a new MLflow run (tracking.log_unchanged=true): median "
-        f"{statistics.median(got['logged']):.2f} s, ÷ cold median {statistics.median(logged):.3f}"
-    )
+    if got["reused"]:
+        print(
+            f"unchanged re-run: median {statistics.median(got['reused']):.2f} s, re-run ÷ cold "
+            f"median {statistics.median(reuse):.3f} (target <= 0.2)"
+        )
+        logged = [b / a for a, b in zip(got["cold"], got["logged"], strict=True)]
+        print(
+            f"re-run logging a new MLflow run (tracking.log_unchanged=true): median "
+            f"{statistics.median(got['logged']):.2f} s, ÷ cold median {statistics.median(logged):.3f}"
+        )
     untracked = statistics.median(got["untracked"])
     print(f"control, ours cold with tracking=none: median {untracked:.2f} s")
-    return cold, et, untracked
+
+
+def _slow_down(quiet: dict[str, list], loaded: dict[str, list]) -> None:
+    """Loaded ÷ quiet for ours, ExecuTorch and the control: rep by rep, and as medians."""
+    per_rep = {
+        key: [b / a for a, b in zip(quiet[key], loaded[key], strict=True)]
+        for key in ("cold", "et", "untracked")
+    }
+    ours_vs_et = [o / e for o, e in zip(per_rep["cold"], per_rep["et"], strict=True)]
+    agree = sum(r <= 1.0 for r in ours_vs_et)
+    print(
+        "slow-down per rep (ours / ExecuTorch / control): "
+        + ", ".join(
+            f"{o:.2f}/{e:.2f}/{c:.2f}"
+            for o, e, c in zip(per_rep["cold"], per_rep["et"], per_rep["untracked"], strict=True)
+        )
+    )
+    print(
+        f"slow-down under load, median of reps: ours {statistics.median(per_rep['cold']):.2f}x, "
+        f"ExecuTorch {statistics.median(per_rep['et']):.2f}x, control (tracking=none) "
+        f"{statistics.median(per_rep['untracked']):.2f}x"
+    )
+    print(
+        f"ours ÷ ExecuTorch's slow-down, rep by rep: median {statistics.median(ours_vs_et):.3f}, "
+        f"<= 1 in {agree} of {len(ours_vs_et)} reps (target: median <= 1)"
+    )
+    medians = {
+        key: statistics.median(loaded[key]) / statistics.median(quiet[key]) for key in per_rep
+    }
+    print(
+        f"slow-down as loaded median ÷ quiet median: ours {medians['cold']:.2f}x, "
+        f"ExecuTorch {medians['et']:.2f}x, control {medians['untracked']:.2f}x"
+    )
 
 
 def _quick_paths() -> None:
@@ -167,15 +215,11 @@ def main() -> None:
     if importlib.util.find_spec("executorch") is None:
         raise SystemExit("needs the [executorch] extra: pip install -e '.[executorch]'")
     _quick_paths()
-    quiet_ours, quiet_et, quiet_untracked = _report("quiet", _pairs(args.reps))
+    quiet, loaded = _reps(args.reps, args.load)
+    _report("quiet", quiet)
     if args.load:
-        with _cpu_load(2):
-            loaded = _report("two CPU-bound processes running", _pairs(args.reps))
-        print(
-            f"slow-down under load: ours {loaded[0] / quiet_ours:.2f}x, "
-            f"ExecuTorch {loaded[1] / quiet_et:.2f}x (target: ours <= ExecuTorch's); "
-            f"control, ours with tracking=none {loaded[2] / quiet_untracked:.2f}x"
-        )
+        _report("two CPU-bound processes running", loaded)
+        _slow_down(quiet, loaded)
 
 
 if __name__ == "__main__":

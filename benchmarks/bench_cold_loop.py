@@ -28,6 +28,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -160,6 +161,15 @@ def _report(label: str, got: dict[str, list]) -> None:
     print(f"control, ours cold with tracking=none: median {untracked:.2f} s")
 
 
+def _median_interval(values: list[float], resamples: int = 10_000) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the median (seeded: the same data, the same interval)."""
+    draw = random.Random(0)
+    medians = sorted(
+        statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples)
+    )
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
 def _slow_down(quiet: dict[str, list], loaded: dict[str, list]) -> None:
     """Loaded ÷ quiet for ours, ExecuTorch and the control: rep by rep, and as medians."""
     per_rep = {
@@ -180,9 +190,11 @@ def _slow_down(quiet: dict[str, list], loaded: dict[str, list]) -> None:
         f"ExecuTorch {statistics.median(per_rep['et']):.2f}x, control (tracking=none) "
         f"{statistics.median(per_rep['untracked']):.2f}x"
     )
+    low, high = _median_interval(ours_vs_et)
     print(
-        f"ours ÷ ExecuTorch's slow-down, rep by rep: median {statistics.median(ours_vs_et):.3f}, "
-        f"<= 1 in {agree} of {len(ours_vs_et)} reps (target: median <= 1)"
+        f"ours ÷ ExecuTorch's slow-down, rep by rep: median {statistics.median(ours_vs_et):.3f} "
+        f"(95% bootstrap interval {low:.3f}-{high:.3f}), <= 1 in {agree} of {len(ours_vs_et)} "
+        "reps (target: median <= 1)"
     )
     medians = {
         key: statistics.median(loaded[key]) / statistics.median(quiet[key]) for key in per_rep

@@ -57,13 +57,18 @@ def _timed(command: list[str], cwd: Path, env: dict[str, str] = ENV) -> tuple[fl
     return seconds, done.stdout + done.stderr
 
 
+def _ours_cold(directory: Path) -> tuple[float, dict[str, float]]:
+    """A cold run in `directory`: its wall time and the summary's stage seconds."""
+    cold, out = _timed(OURS, directory)
+    return cold, {m.group(1): float(m.group(3)) for m in STAGE_ROW.finditer(out)}
+
+
 def _ours_cold_and_reused() -> tuple[float, float, float, dict[str, float]]:
     """Cold, unchanged re-run (no duplicate MLflow run), and a re-run that logs one anyway."""
     with tempfile.TemporaryDirectory(prefix="bench_cold_") as tmp:
-        cold, out = _timed(OURS, Path(tmp))
+        cold, stages = _ours_cold(Path(tmp))
         reused, _ = _timed(OURS, Path(tmp))
         logged, _ = _timed([*OURS, "tracking.log_unchanged=true"], Path(tmp))
-    stages = {m.group(1): float(m.group(3)) for m in STAGE_ROW.finditer(out)}
     return cold, reused, logged, stages
 
 
@@ -105,8 +110,7 @@ def _segment(got: dict[str, list], rerun: bool) -> None:
         got["logged"].append(logged)
     else:
         with tempfile.TemporaryDirectory(prefix="bench_cold_") as tmp:
-            cold, out = _timed(OURS, Path(tmp))
-        stages = {m.group(1): float(m.group(3)) for m in STAGE_ROW.finditer(out)}
+            cold, stages = _ours_cold(Path(tmp))
     et, steps = _executorch()
     got["cold"].append(cold)
     got["stages"].append(stages)

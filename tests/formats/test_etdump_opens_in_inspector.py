@@ -17,6 +17,7 @@ from pipeline.runner import run_pipeline
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import read_etdump
 from stages.formats.etdump.records import STAMP_EVENTS
+from tests.helpers.inspector_times import inspector_ms_tolerance
 
 pytestmark = pytest.mark.executorch
 SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
@@ -76,9 +77,10 @@ def test_inspector_opens_our_default_etdump(
         name = ident if row["is_delegated_op"] == "True" else row["event_name"]
         event = timed[_key(row["event_block_name"], row["instruction_id"], ident or None, name)]
         assert int(row["count"]) == len(event.perf_data.raw)
+        tolerance = inspector_ms_tolerance(event, ticks)
         for stat in ("p10", "p50", "p90", "min", "max"):
             assert float(row[stat]) == pytest.approx(
-                getattr(event.perf_data, stat), rel=1e-6, abs=1e-9
+                getattr(event.perf_data, stat), rel=1e-6, abs=tolerance
             ), (row["event_name"], stat)
 
     # The table people ask Inspector for builds (an empty event block would make it raise).

@@ -21,6 +21,7 @@ import pytest
 
 from stages.handover.etrecord import etrecord_program, load_etrecord
 from tests.helpers.executorch_corpus import Analysis, analyses, corpus_dir, files_of_kind
+from tests.helpers.inspector_times import inspector_ms_tolerance
 
 SKIP_REASON = "needs the executorch extra: pip install -e '.[executorch]'"
 pytestmark = [pytest.mark.executorch, pytest.mark.timeout(1200)]
@@ -89,7 +90,8 @@ def _disagreements(item: Analysis, ours: list[dict[str, Any]], inspector: Any) -
         raw = event.perf_data.raw if event.perf_data is not None else []
         if int(row["count"] or 0) != len(raw):
             problems.append(f"{name}: count {row['count']} here, {len(raw)} in Inspector")
-        if raw and float(row["p50"]) != pytest.approx(event.perf_data.p50, rel=1e-6, abs=1e-9):
+        tolerance = inspector_ms_tolerance(event)
+        if raw and float(row["p50"]) != pytest.approx(event.perf_data.p50, rel=1e-6, abs=tolerance):
             problems.append(f"{name}: p50 {row['p50']} here, {event.perf_data.p50} in Inspector")
         if event.name in FRAMEWORK_EVENTS or item.etrecord is None:
             continue  # documented: framework events carry no handles here

@@ -33,9 +33,15 @@ from pipeline.config.location import CONFIG_NAME, config_dir  # noqa: E402
 from pipeline.config.quick_help import quick_help_overrides, quick_help_text  # noqa: E402
 from pipeline.config.schema import register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError, StageFailedError  # noqa: E402
+from pipeline.exits.process_end import exit_process  # noqa: E402
+from pipeline.exits.refused_runs import remove_untouched_run_dir  # noqa: E402
+from pipeline.exits.verdict_code import (  # noqa: E402
+    ACCURACY_MISSED_EXIT_CODE,
+    VERDICT_FAILED_EXIT_CODE,
+    gated_verdict,
+    missed_accuracy,
+)
 from pipeline.log_files import log_traceback_to_files  # noqa: E402
-from pipeline.process_exit import exit_process  # noqa: E402
-from pipeline.refused_runs import remove_untouched_run_dir  # noqa: E402
 from pipeline.sweeps.job_failures import (  # noqa: E402
     FailedJob,
     FailedVerdict,
@@ -43,12 +49,6 @@ from pipeline.sweeps.job_failures import (  # noqa: E402
     record_failed_job,
     record_failed_verdict,
     record_missed_accuracy,
-)
-from pipeline.verdict_exit import (  # noqa: E402
-    ACCURACY_MISSED_EXIT_CODE,
-    VERDICT_FAILED_EXIT_CODE,
-    gated_verdict,
-    missed_accuracy,
 )
 
 register_configs()

@@ -72,7 +72,7 @@ def _check_executorch_fault(cfg: DictConfig, own: str) -> None:
 def check_backend_class(cfg: DictConfig) -> None:
     """`backend.name` is the class's own name, and a fault is asked only of a backend that
     applies faults; ConfigValueError naming the option and what to do otherwise."""
-    from stages.formats.executorch_program import is_executorch_backend
+    from stages.formats.executorch.program import is_executorch_backend
 
     target = str(cfg.backend._target_)
     own = class_backend_name(target)

@@ -55,7 +55,7 @@ def check_fault_changes_something(cfg: DictConfig) -> None:
 
 def check_backend_precision(cfg: DictConfig) -> None:
     """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
-    from stages.formats.executorch_program import executorch_precisions, is_executorch_backend
+    from stages.formats.executorch.program import executorch_precisions, is_executorch_backend
 
     backend = cfg.backend
     if is_executorch_backend(str(backend.name)):

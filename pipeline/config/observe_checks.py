@@ -14,7 +14,7 @@ UNAVAILABLE_OBSERVE_MODES: frozenset[str] = frozenset()
 
 def check_observe(cfg: DictConfig) -> None:
     """Refuse a mode this build lacks, and `tap` where there is nothing to instrument."""
-    from stages.formats.executorch_program import is_executorch_backend
+    from stages.formats.executorch.program import is_executorch_backend
 
     mode = str(cfg.runtime.get("observe", ObserveMode.off))
     if mode in UNAVAILABLE_OBSERVE_MODES:

@@ -21,7 +21,7 @@ def _listed(cfg: DictConfig, key: str) -> list[str]:
 
 def check_override_support(cfg: DictConfig) -> None:
     """The chosen backend can honour the overrides asked of it."""
-    from stages.formats.executorch_program import is_executorch_backend
+    from stages.formats.executorch.program import is_executorch_backend
 
     if not _listed(cfg, "keep_float"):
         return

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.searches.best_so_far import best_so_far, paste_form
 from pipeline.searches.result import SearchError, SearchResult, write_search_json
 from pipeline.searches.trials import TrialBudgetSpent, TrialRunner, ledger_path
-from stages.formats.executorch_program import is_executorch_backend
+from stages.formats.executorch.program import is_executorch_backend
 
 # Options of the search itself: they change how it searches, never a trial's outcome (left out
 # of the key its trial outcomes are recorded under).

@@ -16,6 +16,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.cache.run_dirs import register_run_suffix
+from pipeline.exits.verdict_code import ACCURACY_MISSED_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
 from pipeline.searches.exit_codes import exit_for_search, search_files
 from pipeline.sweeps.job_failures import failed_jobs, failed_verdicts, missed_accuracies
 from pipeline.sweeps.parallel_launch import start_early
@@ -26,7 +27,6 @@ from pipeline.tracking.mlflow_tracker import ensure_experiment, server_reachable
 from pipeline.tracking.offline_sync import sync_sweep_jobs
 from pipeline.tracking.store import artifact_root_for
 from pipeline.tracking.tables import log_csv_table
-from pipeline.verdict_exit import ACCURACY_MISSED_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
 
 log = logging.getLogger("pipeline")
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"

@@ -36,7 +36,7 @@ class FailedVerdict:
     backend: str
     precision: str
     reason: str
-    exit_code: int = 3  # 3 a FAIL verdict, 4 map errors (pipeline/verdict_exit.py)
+    exit_code: int = 3  # 3 a FAIL verdict, 4 map errors (pipeline/exits/verdict_code.py)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from stages.analyze.compare.comparators import build_comparators
 from stages.analyze.compare.end_to_end import ACCURACY_KEY, accuracy_metrics, run_accuracy
 from stages.analyze.compare.exact_compare import tie_tolerance
 from stages.analyze.compare.expected_error import qparams_from
-from stages.analyze.compare.gap_evaluation import Gaps, evaluate_numeric_gap
+from stages.analyze.compare.gap.evaluation import Gaps, evaluate_numeric_gap
 from stages.analyze.compare.map_gate import gate_on_map_errors
 from stages.analyze.compare.verdict import (
     Verdict,

@@ -19,7 +19,7 @@ from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES, REGISTERED_B
 from stages.backends.fault_injection import fault_hits
 from stages.backends.named_data_store import NamedDataMap, NamedDataStoreOutput
 from stages.backends.tracer_protocol import EventTracerProtocol
-from stages.formats.executorch_program import EXECUTORCH_BACKEND_PREFIX, is_executorch_backend
+from stages.formats.executorch.program import EXECUTORCH_BACKEND_PREFIX, is_executorch_backend
 from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 from stages.python_target import absolute_target, import_target
 

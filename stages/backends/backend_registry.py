@@ -34,6 +34,6 @@ def builtin_precisions(name: str, target: str | None) -> tuple[str, ...] | None:
 # equal), so composing a config names a built-in backend without importing it (and torch).
 BUILTIN_BACKEND_NAMES: dict[str, str] = {
     **{target: name for name, target in REGISTERED_BACKENDS.items()},
-    "stages.lower.executorch_lowering.xnnpack_partitioners": "executorch_xnnpack",
-    "stages.lower.executorch_lowering.portable_partitioners": "executorch_portable",
+    "stages.lower.executorch.lowering.xnnpack_partitioners": "executorch_xnnpack",
+    "stages.lower.executorch.lowering.portable_partitioners": "executorch_portable",
 }

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from stages.backends.backend_api import PartitionGraph
-from stages.backends.kernel_plan import KernelPlan
+from stages.backends.kernel.plan import KernelPlan
 from stages.backends.precision_emulation import int8_scale
 from stages.closed_sets import Precision
 

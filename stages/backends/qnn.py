@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 import torch
 
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
-from stages.backends.kernel_delegate import KernelDelegate
-from stages.backends.kernel_plan import KernelPlan
-from stages.backends.kernel_runtime import LoadedDelegate, LoadedKernel, run_kernel
+from stages.backends.kernel.delegate import KernelDelegate
+from stages.backends.kernel.plan import KernelPlan
+from stages.backends.kernel.runtime import LoadedDelegate, LoadedKernel, run_kernel
 from stages.backends.op_support import NPU_STYLE_OPS, op_flops, qnn_kernel_name, tensor_bytes
 from stages.backends.tracer_protocol import EventTracerProtocol
 from stages.handles.debug_handles import DEBUG_HANDLE_META, DelegateIdentifier

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
-from stages.backends.kernel_delegate import KernelDelegate
-from stages.backends.kernel_plan import KernelPlan
+from stages.backends.kernel.delegate import KernelDelegate
+from stages.backends.kernel.plan import KernelPlan
 from stages.backends.op_support import CPU_STYLE_OPS, xnnpack_kernel_name
 from stages.handles.debug_handles import DelegateIdentifier
 

@@ -34,7 +34,7 @@ from stages.formats.etrecord_program_ref import (
     read_referenced_program,
 )
 from stages.formats.etrecord_types import DelegateMapRecord, ETRecordError
-from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
+from stages.formats.executorch.etrecord import is_executorch_etrecord, verify_executorch_etrecord
 from stages.formats.pt2_archive import check_pt2_members
 from stages.formats.samples import Samples
 from stages.handles.debug_handles import DebugHandle
@@ -242,7 +242,7 @@ def _executorch_view(
     """ExecuTorch's ETRecord, checked then read; the exported fp32 program (given, or beside
     it) is the reference of an int8/fp16 program (stages.formats.float_reference)."""
     verify_executorch_etrecord(archive, str(path))
-    from stages.formats.executorch_etrecord_reader import read_executorch_etrecord
+    from stages.formats.executorch.etrecord_reader import read_executorch_etrecord
 
     float_program = program_path or path.parent / ArtifactName.EXPORTED_PROGRAM
     return read_executorch_etrecord(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
 
 # Where a delegate's identifier map comes from: the backend itself, or recovered by the
-# analysis from the delegate's serialized graph (stages.analyze.link.xnnpack_recovery).
+# analysis from the delegate's serialized graph (stages.analyze.link.xnnpack.recovery).
 OWN_MAP = "map"
 RECOVERED_MAP = "recovered"
 # runtime.observe=tap: a tapped value is logged under its delegate call with the identifier

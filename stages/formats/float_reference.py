@@ -19,7 +19,7 @@ from stages.handles.debug_handles import DEBUG_HANDLE_META
 from stages.op_encoding import OpEncodingError, op_name
 
 QDQ_NAMESPACE = "quantized_decomposed."
-# Name prefix of the op an executorch_* fault adds after its target (stages.lower.executorch_fault).
+# Name prefix of the op an executorch_* fault adds after its target (stages.lower.executorch.fault).
 FAULT_NODE_PREFIX = "injected_fault_"
 FAULT_KINDS_ADDED = ("scale", "offset", "nan")
 

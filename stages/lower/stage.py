@@ -32,7 +32,7 @@ from stages.closed_sets import ObserveMode
 from stages.export.reference_capture import capture_node_outputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etrecord import DelegateMapRecord
-from stages.formats.executorch_program import is_executorch_backend
+from stages.formats.executorch.program import is_executorch_backend
 from stages.formats.generation_signature import ETRECORD_KEY as GENERATION_KEY
 from stages.formats.generation_signature import load_signature
 from stages.formats.program import (
@@ -51,7 +51,7 @@ from stages.handover.lowered_program import save_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
 from stages.lower.etrecord_writer import write_etrecord
-from stages.lower.executorch_lowering import lower_with_executorch
+from stages.lower.executorch.lowering import lower_with_executorch
 from stages.lower.fault_target import (
     AmbiguousFaultTargetError,
     no_op_warnings,

@@ -20,7 +20,7 @@ from stages.backends.tracer_protocol import EventTracerDebugLogLevel, EventTrace
 from stages.formats.artifacts import ArtifactName
 from stages.formats.etdump import ETDumpData
 from stages.formats.etdump.records import CAPTURE_BLOCK, LOAD_BLOCK, METHOD_EVENT, TIMED_BLOCK
-from stages.formats.executorch_program import is_executorch_program
+from stages.formats.executorch.program import is_executorch_program
 from stages.formats.generation_signature import check_length, load_signature
 from stages.handover.lowered_program import holds_saved, load_program
 from stages.handover.samples import load_samples, save_samples
@@ -259,8 +259,8 @@ def _run_executorch(
     taps: tuple[Path, ...] = (),
 ) -> RunArtifacts:
     """ExecuTorch's .pte in ExecuTorch's runtime, written in the same layout as ours."""
-    from stages.run.executorch_runtime import run_program, write_run
-    from stages.run.executorch_taps import add_taps
+    from stages.run.executorch.runtime import run_program, write_run
+    from stages.run.executorch.taps import add_taps
 
     data = program.read_bytes()
     capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
@@ -322,9 +322,9 @@ def _generate_executorch(
     samples: list[tuple[torch.Tensor, ...]],
     generation: Path,
 ) -> RunArtifacts:
-    """A generation in ExecuTorch's runtime (stages.run.executorch_generation), our layout."""
-    from stages.run.executorch_generation import run_generation_program
-    from stages.run.executorch_runtime import write_run
+    """A generation in ExecuTorch's runtime (stages.run.executorch.generation), our layout."""
+    from stages.run.executorch.generation import run_generation_program
+    from stages.run.executorch.runtime import write_run
 
     check_capture_options(runtime.generate)
     signature = load_signature(generation)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.verdict_exit import ACCURACY_MISSED_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
+from pipeline.exits.verdict_code import ACCURACY_MISSED_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
 from tests.helpers.cli_runner import run_module
 
 OUTLIER_INT8 = ["model=outlier_mlp", "backend=xnnpack", "backend.precision=int8", "tracking=none"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.verdict_exit import MAP_ERRORS_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
+from pipeline.exits.verdict_code import MAP_ERRORS_EXIT_CODE, VERDICT_FAILED_EXIT_CODE
 from tests.helpers.cli_runner import run_module
 
 MLP = ["model=mlp", "backend=xnnpack", "tracking=none"]

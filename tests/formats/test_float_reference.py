@@ -33,7 +33,7 @@ class _TwoLinear(torch.nn.Module):
 
 def _programs() -> tuple[torch.export.ExportedProgram, torch.export.ExportedProgram]:
     pytest.importorskip("executorch.exir", reason="needs the executorch extra")
-    from stages.lower.executorch_precision import program_at_precision
+    from stages.lower.executorch.precision import program_at_precision
 
     torch.manual_seed(0)
     sample = (torch.randn(2, 8),)
@@ -80,7 +80,7 @@ def test_a_program_that_is_not_the_source_is_refused_with_the_op() -> None:
 
 def test_an_injected_fault_is_filed_under_the_op_it_follows() -> None:
     fp32, _ = _programs()
-    from stages.lower.executorch_fault import insert_fault
+    from stages.lower.executorch.fault import insert_fault
 
     x = torch.randn(2, 8)
     clean = fp32.module()(x)
@@ -126,7 +126,7 @@ def test_a_program_with_integer_inputs_is_fp16_by_its_weights() -> None:
     """Token ids in, half weights: fp16 (read as fp32 before, so the analysis took the half
     program as its own reference and expected fp32's error of it)."""
     pytest.importorskip("executorch.exir", reason="needs the executorch extra")
-    from stages.lower.executorch_precision import program_at_precision
+    from stages.lower.executorch.precision import program_at_precision
 
     ids = (torch.randint(0, 16, (1, 4)),)
     fp32 = torch.export.export(_Embedder().eval(), ids)

@@ -32,7 +32,7 @@ from stages.formats.etdump import (
     write_etdump_bytes,
 )
 from stages.formats.etrecord import ETRecordError
-from stages.formats.executorch_etrecord import is_executorch_etrecord, verify_executorch_etrecord
+from stages.formats.executorch.etrecord import is_executorch_etrecord, verify_executorch_etrecord
 from stages.formats.exported_program import ExportedProgramError
 from stages.formats.program import DelegateInstruction, ProgramError
 from stages.handover.etrecord import etrecord_program, load_etrecord, pack_etrecord

@@ -13,8 +13,8 @@ import torch
 
 from stages.backends.backend_api import PartitionGraph, PreprocessResult
 from stages.backends.delegate_mapping_builder import DelegateMappingBuilder
-from stages.backends.kernel_plan import KernelPlan
-from stages.backends.kernel_runtime import LoadedDelegate
+from stages.backends.kernel.plan import KernelPlan
+from stages.backends.kernel.runtime import LoadedDelegate
 from stages.backends.tracer_protocol import EventTracerProtocol
 from stages.backends.xnnpack import XnnpackBackend
 from stages.handles.debug_handles import DelegateIdentifier

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stages.analyze.link.xnnpack_alignment import kernel_family
+from stages.analyze.link.xnnpack.alignment import kernel_family
 
 ACTIVATIONS = frozenset({"relu", "relu_", "hardtanh", "hardtanh_", "clamp", "relu6"})
 # A batch norm after a convolution is folded into its weights: the convolution kernel computes it.

@@ -11,7 +11,7 @@ import pytest
 from omegaconf import DictConfig
 
 from stages.backends.backend_api import BackendError
-from stages.backends.kernel_blob import decode_blob
+from stages.backends.kernel.blob import decode_blob
 from stages.backends.named_data_store import NamedDataMap
 from stages.formats.program import ProgramError
 from stages.handover.etrecord import load_etrecord

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from stages.backends.kernel_runtime import LoadedDelegate
+from stages.backends.kernel.runtime import LoadedDelegate
 from stages.backends.xnnpack import XnnpackBackend
 from stages.formats.shared_weights import EXTERNAL_MEMBER, MIN_SHARED_BYTES
 from stages.handover import lowered_program as program_handover

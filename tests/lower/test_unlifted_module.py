@@ -28,7 +28,7 @@ def _bert() -> tuple[torch.export.ExportedProgram, tuple[torch.Tensor, ...]]:
 
 
 def test_bert_quantizes_and_every_op_finds_its_own_fp32_op() -> None:
-    from stages.lower.executorch_precision import program_at_precision
+    from stages.lower.executorch.precision import program_at_precision
     from stages.lower.unlifted_module import unlifted_module
 
     fp32, sample = _bert()

@@ -18,7 +18,7 @@ from stages.analyze.compare.bisection import (
     PrefixLowerings,
     bisect_segment,
 )
-from stages.analyze.compare.gap_evaluation import Gaps
+from stages.analyze.compare.gap.evaluation import Gaps
 from stages.analyze.compare.verdict import NOT_EVALUATED, Verdict
 from stages.analyze.compare.verdict_budget import VerdictBudget
 from stages.analyze.link.linked_files import Linked

@@ -13,8 +13,8 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.exact_compare import exact_errors
 from stages.analyze.compare.expected_error import ACCUMULATED_DB
-from stages.analyze.compare.gap_groups import GapGroup
-from stages.analyze.compare.gap_rows import GapRow
+from stages.analyze.compare.gap.groups import GapGroup
+from stages.analyze.compare.gap.rows import GapRow
 
 # An accumulated error this close to the output's variation (dB) means a different output.
 DIFFERENT_OUTPUT_DB = 10.0

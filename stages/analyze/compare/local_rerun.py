@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from stages.analyze.compare.expected_error import PrecisionEmulation, bit_identical
-from stages.analyze.compare.gap_groups import GapGroup, is_getitem
+from stages.analyze.compare.gap.groups import GapGroup, is_getitem
 
 
 def note_unobserved(group: GapGroup, subst: Collection[torch.fx.Node]) -> None:

@@ -14,9 +14,9 @@ from torch.export import ExportedProgram
 
 from stages.analyze.compare.comparators import Comparator
 from stages.analyze.compare.expected_error import PrecisionEmulation, constant_placeholders
-from stages.analyze.compare.gap_control_flow import cond_record, mark_flips
-from stages.analyze.compare.gap_groups import GapGroup, RuntimeOutput, anchor_finder, build_groups
-from stages.analyze.compare.gap_rows import GapRow, Slot, build_rows, group_slots
+from stages.analyze.compare.gap.control_flow import cond_record, mark_flips
+from stages.analyze.compare.gap.groups import GapGroup, RuntimeOutput, anchor_finder, build_groups
+from stages.analyze.compare.gap.rows import GapRow, Slot, build_rows, group_slots
 from stages.analyze.compare.reference_stream import max_abs_ranges_streamed
 from stages.analyze.compare.sample_walk import SampleWalk, WalkStats, note_peak
 from stages.analyze.compare.walk_plan import plan_walk

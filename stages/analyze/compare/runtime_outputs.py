@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from stages.analyze.compare.gap_groups import RuntimeOutput, Value
+from stages.analyze.compare.gap.groups import RuntimeOutput, Value
 from stages.analyze.link.linking import ProgramIndex, identifier_of, link_event, logged_outputs
 from stages.analyze.link.map_check import MapCheck
 from stages.formats.etdump import ETDumpData, ValueRecord, ValueType, tensor_from_buffer

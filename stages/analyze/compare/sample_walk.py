@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-from stages.analyze.compare.gap_groups import GapGroup, RuntimeOutput, Value, group_values
+from stages.analyze.compare.gap.groups import GapGroup, RuntimeOutput, Value, group_values
 from stages.analyze.compare.reference_stream import ReferenceStepper
 from stages.analyze.compare.stand_ins import last_stand_in, partition_candidates
 from stages.analyze.link.control_flow import (

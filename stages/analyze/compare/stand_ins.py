@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from stages.analyze.compare.gap_groups import (
+from stages.analyze.compare.gap.groups import (
     GapGroup,
     RuntimeOutput,
     Value,

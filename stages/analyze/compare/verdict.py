@@ -11,7 +11,7 @@ from typing import Any
 from stages.analyze.compare.comparators import Comparator, crosses
 from stages.analyze.compare.exact_compare import exact_errors
 from stages.analyze.compare.expected_error import EXCESS_DB
-from stages.analyze.compare.gap_rows import GapRow
+from stages.analyze.compare.gap.rows import GapRow
 from stages.analyze.link.control_flow import CondRecord
 from stages.closed_sets import Precision
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from stages.analyze.compare.gap_groups import GapGroup, is_getitem
+from stages.analyze.compare.gap.groups import GapGroup, is_getitem
 from stages.analyze.compare.local_rerun import MAX_UPSTREAM_OPS
 from stages.analyze.compare.reference_stream import Liveness, graph_liveness
 from stages.analyze.link.control_flow import CondSite, predicate_source

@@ -33,8 +33,8 @@ from stages.analyze.link.program_identity import (
     prove_identity,
 )
 from stages.analyze.link.view_links import with_view_instructions
-from stages.analyze.link.xnnpack_graphs import load_xnnpack_graphs
-from stages.analyze.link.xnnpack_recovery import (
+from stages.analyze.link.xnnpack.graphs import load_xnnpack_graphs
+from stages.analyze.link.xnnpack.recovery import (
     RecoveryReport,
     needs_recovery,
     recover_links,

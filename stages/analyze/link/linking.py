@@ -65,7 +65,7 @@ class ProgramIndex:
     # What the runtime is compared with, when the ETRecord names it (ExecuTorch's: which graph).
     reference_graph: str = ""
     # Instructions that only re-point a tensor (ExecuTorch's `et_view`, from the .pte): their
-    # events stand for no operator (stages.formats.executorch_views).
+    # events stand for no operator (stages.formats.executorch.views).
     view_instructions: frozenset[int] = frozenset()
 
     @classmethod

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 MAP_OPTION = "backend._target_"  # whose preprocess (map) and runtime (logging) the findings name
 OBSERVE_OPTION = "runtime.observe"  # what sees inside a partition its runtime logs whole
-# What a partition compared whole hides, and what narrows it (stages.lower.executorch_tap,
+# What a partition compared whole hides, and what narrows it (stages.lower.executorch.tap,
 # stages.analyze.compare.bisection).
 WHOLE_PARTITION_NOTE = (
     "it is compared as a whole, from its delegate call's outputs, so an error inside it that "

@@ -8,8 +8,8 @@ from pathlib import Path
 from stages.analyze.link.linking import ProgramIndex
 from stages.analyze.load.loading import AnalyzeInputError
 from stages.formats.etrecord import ETRecord
-from stages.formats.executorch_delegates import ExecuTorchProgramError
-from stages.formats.executorch_views import read_view_instructions
+from stages.formats.executorch.delegates import ExecuTorchProgramError
+from stages.formats.executorch.views import read_view_instructions
 
 
 def with_view_instructions(

@@ -9,7 +9,7 @@ from typing import Any
 
 from stages.analyze.compare.exact_compare import EXACT_KEYS
 from stages.analyze.compare.expected_error import EXCESS_DB
-from stages.analyze.compare.gap_rows import GapRow
+from stages.analyze.compare.gap.rows import GapRow
 from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stages.analyze.compare.gap_evaluation import Gaps, fault_warnings
+from stages.analyze.compare.gap.evaluation import Gaps, fault_warnings
 from stages.analyze.compare.verdict import (
     Verdict,
 )
@@ -17,7 +17,7 @@ from stages.analyze.link.map_check import (
     whole_partition_divergence,
 )
 from stages.analyze.link.node_names import names_of
-from stages.analyze.link.xnnpack_recovery import (
+from stages.analyze.link.xnnpack.recovery import (
     link_source_counts,
 )
 from stages.analyze.load.unused_inputs import NotEvaluated

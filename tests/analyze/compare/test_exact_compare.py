@@ -10,7 +10,7 @@ from stages.analyze.compare.exact_compare import (
     index_output,
     tie_tolerance,
 )
-from stages.analyze.compare.gap_rows import GapRow
+from stages.analyze.compare.gap.rows import GapRow
 from stages.analyze.compare.verdict import row_diverged
 
 

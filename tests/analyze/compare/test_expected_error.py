@@ -193,7 +193,7 @@ def test_an_expected_error_that_falls_back_to_the_floor_says_so(
 ) -> None:
     """When a group's re-run at the emulated precision fails, its row says why its budget is only
     the floor (a silent fallback once hid false FAILs at int8)."""
-    import stages.analyze.compare.gap_rows as gap_rows
+    import stages.analyze.compare.gap.rows as gap_rows
 
     plain = gap_rows.rerun
 

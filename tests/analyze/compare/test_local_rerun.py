@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from stages.analyze.compare.gap_groups import GapGroup
+from stages.analyze.compare.gap.groups import GapGroup
 from stages.analyze.compare.local_rerun import rerun
 
 

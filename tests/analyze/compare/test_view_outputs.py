@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from stages.analyze.compare.gap_compare import output_pairs, pair_status, reshapes_only
+from stages.analyze.compare.gap.compare import output_pairs, pair_status, reshapes_only
 from stages.analyze.link.view_shapes import same_but_unit_dims
 
 

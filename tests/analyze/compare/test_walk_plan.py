@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from stages.analyze.compare.gap_groups import GapGroup
+from stages.analyze.compare.gap.groups import GapGroup
 from stages.analyze.compare.walk_plan import plan_walk
 
 

@@ -1,0 +1,1 @@
+"""ExecuTorch's files: its program (.pte), its ETRecord, its delegates' processed bytes and XNNPACK's serialized graph."""

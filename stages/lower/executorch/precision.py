@@ -1,0 +1,124 @@
+"""The program handed to ExecuTorch at `backend.precision`: fp32 as exported, int8 by PT2E with
+ExecuTorch's XNNPACK quantizer, fp16 as a half-precision re-export.
+
+int8: symmetric, per-channel weights, static activations calibrated on the representative inputs
+(`XNNPACKQuantizer` + `get_symmetric_quantization_config(is_per_channel=True)`, `prepare_pt2e`,
+one forward per sample, `convert_pt2e`, re-export). fp16: a copy of the program's module with its
+parameters and buffers in half precision, exported on half inputs; XNNPACK's partitioner takes
+fp16 ops as they are. The reference of the analysis stays the exported fp32 program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from stages.closed_sets import Precision
+from stages.lower.executorch.keep_off import keep_float_filter
+from stages.lower.unlifted_module import unlifted_module
+
+
+class ExecuTorchPrecisionError(Exception):
+    """The program cannot be brought to the requested precision; names the option."""
+
+
+Sample = tuple[torch.Tensor, ...]
+
+
+def as_runtime_inputs(sample: Sample, precision: str) -> Sample:
+    """A sample as the program at `precision` takes it: float inputs in half for fp16."""
+    if precision != Precision.fp16:
+        return tuple(sample)
+    return tuple(t.half() if t.is_floating_point() else t for t in sample)
+
+
+def program_at_precision(
+    program: torch.export.ExportedProgram,
+    precision: str,
+    samples: Sequence[Sample],
+    keep_float: frozenset[str] = frozenset(),
+) -> torch.export.ExportedProgram:
+    """The program ExecuTorch lowers at `precision` (the exported one for fp32); at int8 the
+    `keep_float` ops are left unquantized (`backend.keep_float`)."""
+    if precision == Precision.fp32:
+        return program
+    if not samples:
+        raise ExecuTorchPrecisionError(
+            f"backend.precision={precision}: needs representative inputs (export.num_samples>0)"
+        )
+    try:
+        if precision == Precision.int8:
+            return _quantized(program, samples, keep_float)
+        if precision == Precision.fp16:
+            return _half(program, samples)
+    except (RuntimeError, TypeError, ValueError, AssertionError) as exc:
+        raise ExecuTorchPrecisionError(
+            f"backend.precision={precision}: could not convert the exported program ({exc}); "
+            "use backend.precision=fp32 or an emulated backend (backend=xnnpack)"
+        ) from exc
+    raise ExecuTorchPrecisionError(
+        f"backend.precision={precision}: choose one of {[p.value for p in Precision]}"
+    )
+
+
+def _quantized(
+    program: torch.export.ExportedProgram, samples: Sequence[Sample], keep_float: frozenset[str]
+) -> torch.export.ExportedProgram:
+    """PT2E int8 with ExecuTorch's XNNPACK quantizer, calibrated on every sample; the kept-float
+    ops are filtered out of the quantizer (its own exclusion mechanism)."""
+    import executorch.kernels.quantized  # noqa: F401  (q/dq out variants for the portable kernels)
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True)
+    )
+    if keep_float:
+        quantizer.set_filter_function(keep_float_filter(keep_float))
+    prepared = prepare_pt2e(unlifted_module(program), quantizer)
+    with torch.no_grad():
+        for sample in samples:
+            prepared(*sample)
+    converted = convert_pt2e(prepared)
+    shapes = dynamic_shapes(program)
+    return torch.export.export(converted, tuple(samples[0]), dynamic_shapes=shapes, strict=False)
+
+
+def _half(
+    program: torch.export.ExportedProgram, samples: Sequence[Sample]
+) -> torch.export.ExportedProgram:
+    """The program's module with float parameters and buffers in half, exported on half inputs."""
+    module = unlifted_module(program).half()
+    sample = as_runtime_inputs(samples[0], Precision.fp16)
+    shapes = dynamic_shapes(program)
+    return torch.export.export(module, sample, dynamic_shapes=shapes, strict=False)
+
+
+def dynamic_shapes(program: torch.export.ExportedProgram) -> tuple[Any, ...] | None:
+    """The user inputs' dynamic dimensions as `torch.export` takes them again (one `Dim` per
+    symbol, its range the program's), so a re-export keeps them (a generation's token count);
+    None for a static program."""
+    dims: dict[Any, Any] = {}
+    shapes: list[dict[int, Any] | None] = []
+    user = set(program.graph_signature.user_inputs)
+    for node in program.graph_module.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        spec = {}
+        for index, size in enumerate(getattr(node.meta.get("val"), "shape", ())):
+            if isinstance(size, torch.SymInt):
+                expr = size.node.expr
+                if expr not in dims:
+                    bounds = program.range_constraints[expr]
+                    name = f"dim{len(dims)}"
+                    dims[expr] = torch.export.Dim(
+                        name, min=int(bounds.lower), max=int(bounds.upper)
+                    )
+                spec[index] = dims[expr]
+        shapes.append(spec or None)
+    return tuple(shapes) if dims else None

@@ -1,0 +1,1 @@
+"""ExecuTorch's own runtime as the run stage's plug-in: plain runs, tapped runs, and generation."""

@@ -26,12 +26,15 @@ from pipeline.cache.run_dirs import register_run_suffix  # noqa: E402
 from pipeline.config.front_door import (  # noqa: E402
     CommandLineError,
     check_group_choices,
+    more_configs,
+    option_groups,
     register_help_resolvers,
     short_hydra_error,
 )
 from pipeline.config.location import CONFIG_NAME, config_dir  # noqa: E402
+from pipeline.config.override_keys import check_override_keys  # noqa: E402
 from pipeline.config.quick_help import quick_help_overrides, quick_help_text  # noqa: E402
-from pipeline.config.schema import register_configs  # noqa: E402
+from pipeline.config.schema import PipelineConfig, register_configs  # noqa: E402
 from pipeline.errors import PipelineError, RunInterruptedError, StageFailedError  # noqa: E402
 from pipeline.exits.process_end import exit_process  # noqa: E402
 from pipeline.exits.refused_runs import remove_untouched_run_dir  # noqa: E402
@@ -182,6 +185,12 @@ def _command() -> None:
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         check_group_choices(sys.argv[1:])
+        check_override_keys(
+            sys.argv[1:],
+            PipelineConfig,
+            list(option_groups()),
+            more_configs=more_configs(sys.argv[1:]),
+        )
         _quick_help(sys.argv[1:])
         run_job()
     except CommandLineError as exc:

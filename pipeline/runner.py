@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -22,11 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.cache.fingerprint import Fingerprint, compute_fingerprint, explain_change
 from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
-from pipeline.config.backend_option import settle_backend_option
-from pipeline.config.checks import check_config
-from pipeline.config.input_files import check_given_files
-from pipeline.config.model_option import settle_model_option
-from pipeline.config.schema import STAGE_ORDER, stage_names
+from pipeline.config.options import check_options
+from pipeline.config.schema import STAGE_ORDER
 from pipeline.cpu_threads import apply_threads, choose_threads
 from pipeline.errors import RunInterruptedError, StageFailedError, StageSelectionError
 from pipeline.invocation import command_prefix
@@ -48,18 +45,6 @@ from pipeline.tracking.unchanged_runs import (
 from stages.formats.artifacts import legacy_hint
 
 log = logging.getLogger("pipeline")
-
-
-def select_stages(requested: Sequence[str]) -> list[str]:
-    """Validate `stages=`: known names, no repeats; returned in pipeline order."""
-    unknown = [s for s in requested if s not in STAGE_ORDER]
-    if unknown:
-        raise StageSelectionError(
-            f"stages={list(requested)}: unknown stage(s) {unknown}; choose from {list(STAGE_ORDER)}"
-        )
-    if not requested:
-        raise StageSelectionError(f"stages=[] selects nothing; choose from {list(STAGE_ORDER)}")
-    return [s for s in STAGE_ORDER if s in requested]
 
 
 def default_resume_command(run_dir: Path) -> str:
@@ -360,12 +345,7 @@ def run_pipeline(
 
     `base_dir` (default: the working directory) is where relative model file paths start."""
     keep_dependency_noise_in_log_files()  # Hydra's handlers exist; checks may import ExecuTorch
-    names = select_stages(stage_names(list(cfg.stages)))
-    settle_backend_option(cfg, base_dir or Path.cwd())
-    check_config(cfg, names)
-    check_given_files(cfg, names)
-    if "export" in names:
-        settle_model_option(cfg, base_dir or Path.cwd())
+    names = check_options(cfg, base_dir or Path.cwd())
     run_dir = _resolve_run_dir(cfg)
     cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
     preflight = check_op_names_before_stages(

@@ -127,3 +127,80 @@ def import_target(
         raise error(
             f"{option}={target!r}: importing it failed: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+MAX_SCANNED_SOURCE_BYTES = 8 << 20  # larger sources are left to the import that uses them
+
+
+def _defined_names(source: Path) -> set[str] | None:
+    """The top-level names a Python file binds, read without running it; None when that cannot
+    be known statically (a module `__getattr__`, a star import, unreadable or huge source)."""
+    import ast
+
+    try:
+        if source.stat().st_size > MAX_SCANNED_SOURCE_BYTES:
+            return None
+        tree = ast.parse(source.read_bytes(), filename=str(source))
+    except (OSError, SyntaxError, ValueError):
+        return None  # the import reports a syntax error with its line
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+    return None if "__getattr__" in names or "globals" in _called(tree) else names
+
+
+def _called(tree: Any) -> set[str]:
+    """Names called anywhere in `tree` (`globals()[...] = ...` defines names no parse sees)."""
+    import ast
+
+    return {
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+
+
+def _module_source(module: str) -> Path | None:
+    """The .py file of an importable module, found without importing it (None: not found, or
+    not a plain source file)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def missing_target_name(target: str, base_dir: Path) -> tuple[Path, str, list[str]] | None:
+    """(source file, missing name, the public functions and classes it defines) when `target`
+    names something its source surely does not define, read without running it; else None."""
+    import ast
+
+    split = split_file_target(absolute_target(target, base_dir))
+    if split is not None:
+        source: Path | None = Path(split[0])
+        attr = split[1]
+    else:
+        module, _, attr = target.rpartition(".")
+        source = _module_source(module) if module else None
+    if source is None or not source.is_file() or not attr.isidentifier():
+        return None
+    names = _defined_names(source)
+    if names is None or attr in names:
+        return None
+    tree = ast.parse(source.read_bytes())
+    callables = sorted(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_")
+    )
+    return source, attr, callables

@@ -55,12 +55,17 @@ def option_groups() -> dict[str, list[str]]:
     }
 
 
+def more_configs(args: Sequence[str]) -> bool:
+    """Another config dir or search path is given: options this package does not ship may exist."""
+    return any(a.split("=", 1)[0] in _MORE_CONFIGS for a in args)
+
+
 def check_group_choices(args: Sequence[str]) -> None:
     """Raise CommandLineError for `group=option` (or a sweep's `group=a,b`) naming no option.
 
     With another config dir or search path, options this package does not ship may exist:
     Hydra, which sees them, decides."""
-    if any(a.split("=", 1)[0] in _MORE_CONFIGS for a in args):
+    if more_configs(args):
         return
     groups = option_groups()
     for arg in args:

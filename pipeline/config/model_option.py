@@ -8,7 +8,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.errors import ModelOptionError
 from stages.export.model_target import absolute_target
-from stages.python_target import split_file_target
+from stages.python_target import missing_target_name, split_file_target
 
 _HOW = (
     "bring a model with `model=custom model._target_=pkg.module.factory` (or "
@@ -17,18 +17,39 @@ _HOW = (
 
 
 def settle_model_option(cfg: DictConfig, base_dir: Path) -> None:
-    """Fail early when `_target_`/`inputs` are unset; make a relative file-form target absolute
-    against `base_dir` (the directory the user ran from), so fingerprints and resumes agree."""
-    missing = [key for key in ("_target_", "inputs") if OmegaConf.is_missing(cfg.model, key)]
-    if missing:
-        names = " and ".join(f"model.{key}" for key in missing)
-        raise ModelOptionError(f"model={cfg.model.name} needs {names}: {_HOW}")
+    """Fail early when `_target_`/`inputs` are unset or the target names nothing; make a relative
+    file-form target absolute against `base_dir` (the directory the user ran from), so
+    fingerprints and resumes agree."""
+    if OmegaConf.is_missing(cfg.model, "_target_"):
+        missing = [
+            f"model.{key}" for key in ("_target_", "inputs") if OmegaConf.is_missing(cfg.model, key)
+        ]
+        raise ModelOptionError(f"model=custom needs {' and '.join(missing)}: {_HOW}")
+    typed = str(cfg.model._target_)
     with open_dict(cfg):
-        cfg.model._target_ = absolute_target(str(cfg.model._target_), base_dir)
+        cfg.model._target_ = absolute_target(typed, base_dir)
     split = split_file_target(str(cfg.model._target_))
     if split is not None and not Path(split[0]).is_file():  # a typo: refused before any stage
         raise ModelOptionError(
-            f"model._target_={cfg.model._target_}: no such file {split[0]} (a relative path is "
+            f"model._target_={typed}: no such file {split[0]} (a relative path is "
             "taken from the directory you ran the command in); give FILE.py:FACTORY of an "
             "existing file"
         )
+    _check_factory_defined(typed, str(cfg.model._target_), base_dir)
+    if OmegaConf.is_missing(cfg.model, "inputs"):
+        raise ModelOptionError(f"model._target_={typed} needs model.inputs: {_HOW}")
+
+
+def _check_factory_defined(typed: str, target: str, base_dir: Path) -> None:
+    """The factory the target names exists in its file or module (read, not run)."""
+    missing = missing_target_name(target, base_dir)
+    if missing is None:
+        return
+    source, name, defined = missing
+    offer = (
+        f"it defines {', '.join(defined)}" if defined else "it defines no public function or class"
+    )
+    raise ModelOptionError(
+        f"model._target_={typed}: {source} defines no {name!r} ({offer}); "
+        "name one of those after the ':' (or the last '.')"
+    )

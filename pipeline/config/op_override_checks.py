@@ -11,42 +11,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.config.backend_option import AUTHORS_PAGE
 from pipeline.errors import ConfigValueError
 
 
 def _listed(cfg: DictConfig, key: str) -> list[str]:
     return [str(n) for n in (cfg.backend.get(key) or [])]
-
-
-def check_override_support(cfg: DictConfig) -> None:
-    """The chosen backend can honour the overrides asked of it."""
-    from stages.formats.executorch.program import is_executorch_backend
-
-    if not _listed(cfg, "keep_float"):
-        return
-    name = str(cfg.backend.name)
-    if is_executorch_backend(name):
-        if str(cfg.backend.precision) == "int8":
-            return  # the quantizer's own filter leaves them unquantized
-        raise ConfigValueError(
-            f"backend.keep_float: backend {name} keeps ops in float only in an int8 program "
-            f"(its quantizer leaves them out); at backend.precision={cfg.backend.precision} "
-            "there is nothing to keep: set backend.precision=int8 or drop backend.keep_float"
-        )
-    from stages.backends.backend_api import BackendError, backend_class
-
-    try:
-        cls = backend_class(name, cfg.backend.get("_target_"))
-    except BackendError as exc:
-        raise ConfigValueError(str(exc)) from exc
-    if not cls.honours_keep_float:
-        raise ConfigValueError(
-            f"backend.keep_float is set but backend '{name}' does not compute ops at fp32 on "
-            "request: drop backend.keep_float, or honour it in the backend (set "
-            "`honours_keep_float = True` and compute `PartitionGraph.keep_float` ops at fp32, "
-            f"see {AUTHORS_PAGE}#per-op-overrides)"
-        )
 
 
 def check_op_names_in(cfg: DictConfig, exported_program: Path) -> None:

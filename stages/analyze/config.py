@@ -96,7 +96,7 @@ class AnalyzeConfig:
     custom_comparator: dict[str, Any] | None = None
     delegate_metadata_parser: dict[str, Any] | None = None
     # A comparator's name: a built-in listed in `comparators`, or the custom comparator's name
-    # (open, so checked before any stage runs by pipeline.config.checks, not by this schema).
+    # (open, so checked before any stage runs by pipeline.config.analyze_checks, not by this schema).
     gap_metric: str = "snr"
     # Per precision, in the unit of gap_metric (snr: dB).
     thresholds: dict[Precision, float] = field(

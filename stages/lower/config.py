@@ -20,7 +20,7 @@ class FaultConfig:
     node: str | None = None
     debug_handle: int | None = None
     # A FaultKind value. Typed str, not FaultKind: Hydra reads `kind=nan` as a float, which an
-    # Enum field refuses; pipeline.config.checks checks it before any stage runs.
+    # Enum field refuses; pipeline.config.backend_checks checks it before any stage runs.
     kind: str = FaultKind.scale.value
     value: float = 1.5
     # In a generation (runtime.generate.*), act from this step on: 0 every execution, 1 decode only.

@@ -31,7 +31,7 @@ def test_precision_check_of_a_builtin_backend_imports_no_torch() -> None:
     code = (
         "import sys\n"
         "from omegaconf import OmegaConf\n"
-        "from pipeline.config.checks import check_backend_precision\n"
+        "from pipeline.config.backend_checks import check_backend_precision\n"
         "check_backend_precision(OmegaConf.create({'backend': {'name': 'qnn', "
         "'precision': 'int8', '_target_': 'stages.backends.qnn.QnnBackend'}}))\n"
         "print('torch' in sys.modules)\n"

@@ -34,7 +34,11 @@ def _fail(tmp_path: Path, *args: str) -> str:
         (["-m", "model=vit,vitt"], ["'vitt' is not a model option"]),
         (["backend.precision=fp64"], ["backend.precision=fp64", "fp32, fp16, int8"]),
         (["stages=[bogus]"], ["stages=[bogus]", "export, lower, run, analyze"]),
-        (["model.widthh=3"], ["model.widthh", "not in 'ModelConfig'"]),
+        (["model.widthh=3"], ["there is no option model.widthh", "model has"]),
+        (["+backend.precison=int8"], ["there is no option backend.precison", "backend.precision?"]),
+        (["backend.precison=int8"], ["did you mean backend.precision?"]),
+        (["-m", "runtime.iterationz=1,2"], ["did you mean runtime.iterations"]),
+        (["+cache_dirr=/tmp/x"], ["there is no option cache_dirr", "cache_dir"]),
         (["runtime.iterations=many"], ["runtime.iterations=many", "Integer"]),
         (["analyze.gap_metric=psnr"], ["analyze.gap_metric=psnr", "analyze.comparators"]),
         (

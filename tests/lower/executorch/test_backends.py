@@ -102,7 +102,7 @@ def test_options_executorch_cannot_honour_are_refused(
     overrides: list[str], message: str, tiny_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     cfg = _cfg(tiny_cfg, tmp_path, *overrides)
-    # Refused before any stage runs (pipeline.config.checks), naming the option.
+    # Refused before any stage runs (pipeline.config.options), naming the option.
     with pytest.raises(ConfigValueError, match=message):
         run_pipeline(cfg, print_summary=False)
     assert not (tmp_path / "run").exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, open_dict
 
-from pipeline.config.backend_option import check_backend_class
+from pipeline.config.backend_checks import check_backend_class
 from pipeline.errors import ConfigValueError, StageFailedError
 from pipeline.runner import run_pipeline
 from stages.lower.stage import LoweringError

@@ -1,0 +1,179 @@
+"""The backend group's own options, checked before any stage: its class resolved once (the
+name it gives itself), `backend.fault.*` (a kind it expresses, a value that changes something,
+a backend that applies faults), `backend.precision` (one the backend offers) and
+`backend.keep_float` (a backend that honours it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from pipeline.config.backend_option import AUTHORS_PAGE, class_backend_name, settle_backend_option
+from pipeline.errors import ConfigValueError
+from stages.backends.backend_registry import builtin_precisions
+from stages.closed_sets import FaultKind
+from stages.formats.executorch.program import executorch_precisions, is_executorch_backend
+
+
+class ResolvedBackend:
+    """The backend option's class, imported at most once and only when a check needs it (the
+    precision of a built-in backend is known without importing torch)."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.target = str(cfg.backend._target_)
+        self.name = str(cfg.backend.name)
+        self.executorch = is_executorch_backend(self.name)
+        self._cls: Any = None
+
+    def cls(self) -> Any:
+        """The BackendDetails subclass; ConfigValueError naming the option if it cannot be had."""
+        if self._cls is None:
+            from stages.backends.backend_api import BackendError, backend_class
+
+            try:
+                self._cls = backend_class(self.name, self.target)
+            except BackendError as exc:
+                raise ConfigValueError(str(exc)) from exc
+        return self._cls
+
+
+def check_backend_options(cfg: DictConfig, stages: list[str], base_dir: Path) -> ResolvedBackend:
+    """Settle the target, then every backend rule a schema cannot express for the selected
+    stages; the resolved backend for the other groups' checks."""
+    settle_backend_option(cfg, base_dir)
+    backend = ResolvedBackend(cfg)
+    if "lower" in stages:
+        check_fault_kind(cfg)
+        check_fault_changes_something(cfg)
+        check_backend_class(cfg, backend)
+        check_backend_precision(cfg, backend)
+        check_override_support(cfg, backend)
+    return backend
+
+
+def check_fault_kind(cfg: DictConfig) -> None:
+    """`backend.fault.kind` is a FaultKind, whether or not a fault target is set."""
+    kind = str(cfg.backend.fault.kind)
+    if kind not in set(FaultKind):
+        raise ConfigValueError(
+            f"backend.fault.kind={kind}: choose one of {[kind.value for kind in FaultKind]}"
+        )
+
+
+def check_fault_changes_something(cfg: DictConfig) -> None:
+    """A fault whose value provably changes nothing (scale by 1, offset by 0) is refused, and
+    `backend.fault.node` is NAME or GRAPH.NAME (a cond branch's op)."""
+    fault = cfg.backend.fault
+    if fault.node is None and fault.debug_handle is None:
+        return
+    kind, value = str(fault.kind), float(fault.value)
+    if (kind, value) in (("scale", 1.0), ("offset", 0.0)):
+        raise ConfigValueError(
+            f"backend.fault.kind={kind} with backend.fault.value={value:g} changes nothing; "
+            "pick another backend.fault.value"
+        )
+    parts = str(fault.node).split(".") if fault.node is not None else []
+    if len(parts) > 2 or any(not p for p in parts):
+        raise ConfigValueError(
+            f"backend.fault.node={fault.node}: use NAME, or GRAPH.NAME for an op inside a "
+            "torch.cond branch (e.g. false_graph_0.sub)"
+        )
+
+
+def _fault_requested(cfg: DictConfig) -> bool:
+    fault = cfg.backend.get("fault")
+    return fault is not None and (bool(fault.get("node")) or fault.get("debug_handle") is not None)
+
+
+def _check_executorch_fault(cfg: DictConfig, own: str) -> None:
+    """ExecuTorch backends fault by an extra op after a top-level target: scale, offset, nan."""
+    from stages.formats.float_reference import FAULT_KINDS_ADDED
+
+    fault = cfg.backend.fault
+    if str(fault.kind) not in FAULT_KINDS_ADDED:
+        raise ConfigValueError(
+            f"backend.fault.kind={fault.kind}: backend {own} faults its real kernels by an extra "
+            f"op after the target, which expresses {list(FAULT_KINDS_ADDED)}; pick one of those "
+            "or an emulated backend (xnnpack, qnn, portable)"
+        )
+    if fault.get("node") and "." in str(fault.node):
+        raise ConfigValueError(
+            f"backend.fault.node={fault.node}: backend {own} faults top-level ops only"
+        )
+
+
+def check_backend_class(cfg: DictConfig, backend: ResolvedBackend | None = None) -> None:
+    """`backend.name` is the class's own name, and a fault is asked only of a backend that
+    applies faults; ConfigValueError naming the option and what to do otherwise."""
+    backend = backend or ResolvedBackend(cfg)
+    target = backend.target
+    own = class_backend_name(target)
+    given = str(cfg.backend.name)
+    if given != own:
+        raise ConfigValueError(
+            f"backend.name={given}: the backend class {target} names itself {own!r} (its `name` "
+            "attribute labels the run); drop backend.name, or set `name` on the class"
+        )
+    if not _fault_requested(cfg):
+        return
+    if backend.executorch:
+        _check_executorch_fault(cfg, own)
+        return
+    if not backend.cls().applies_faults:
+        raise ConfigValueError(
+            f"backend.fault.* is set but backend '{own}' ({target}) does not apply faults: "
+            "drop backend.fault.*, or support them in the backend (set `applies_faults = True` "
+            "and take the fault in preprocess with `self.fault_for(nodes)`, see "
+            f"{AUTHORS_PAGE}#faults)"
+        )
+
+
+def check_backend_precision(cfg: DictConfig, resolved: ResolvedBackend | None = None) -> None:
+    """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
+    resolved = resolved or ResolvedBackend(cfg)
+    backend = cfg.backend
+    if resolved.executorch:
+        lowered = executorch_precisions(str(backend.name))
+        if str(backend.precision) not in lowered:
+            raise ConfigValueError(
+                f"backend.precision='{backend.precision!s}': backend {backend.name} lowers "
+                f"{', '.join(lowered)} (use backend=xnnpack for the emulated precisions)"
+            )
+        return
+    offered = builtin_precisions(str(backend.name), backend.get("_target_"))
+    if offered is None:  # a user's backend: only its class knows (imports torch)
+        offered = tuple(resolved.cls().precisions())
+    if str(backend.precision) not in offered:
+        raise ConfigValueError(
+            f"backend.precision={backend.precision!s} is not supported by backend "
+            f"'{backend.name}'; choose one of {list(offered)}"
+        )
+
+
+def _listed(cfg: DictConfig, key: str) -> list[str]:
+    return [str(n) for n in (cfg.backend.get(key) or [])]
+
+
+def check_override_support(cfg: DictConfig, backend: ResolvedBackend | None = None) -> None:
+    """The chosen backend can honour the overrides asked of it."""
+    if not _listed(cfg, "keep_float"):
+        return
+    backend = backend or ResolvedBackend(cfg)
+    name = backend.name
+    if backend.executorch:
+        if str(cfg.backend.precision) == "int8":
+            return  # the quantizer's own filter leaves them unquantized
+        raise ConfigValueError(
+            f"backend.keep_float: backend {name} keeps ops in float only in an int8 program "
+            f"(its quantizer leaves them out); at backend.precision={cfg.backend.precision} "
+            "there is nothing to keep: set backend.precision=int8 or drop backend.keep_float"
+        )
+    if not backend.cls().honours_keep_float:
+        raise ConfigValueError(
+            f"backend.keep_float is set but backend '{name}' does not compute ops at fp32 on "
+            "request: drop backend.keep_float, or honour it in the backend (set "
+            "`honours_keep_float = True` and compute `PartitionGraph.keep_float` ops at fp32, "
+            f"see {AUTHORS_PAGE}#per-op-overrides)"
+        )

@@ -63,7 +63,10 @@ def test_a_missing_factory_in_the_users_file_is_refused_naming_what_it_defines(
 ) -> None:
     (tmp_path / "my_model.py").write_text(MODEL_FILE)
     out = _refused(
-        tmp_path, "model=custom", "model._target_=./my_model.py:build", "model.inputs=[{shape:[1,4]}]"
+        tmp_path,
+        "model=custom",
+        "model._target_=./my_model.py:build",
+        "model.inputs=[{shape:[1,4]}]",
     )
     assert "model._target_=./my_model.py:build" in out and "defines no 'build'" in out, out
     assert "it defines Net, make" in out, out

@@ -31,6 +31,7 @@ def _ranked(ops: list[str], first: list[str]) -> list[str]:
 
 def delegation_search(runner: TrialRunner) -> SearchResult:
     """Bisect over delegated ops ranked around the first divergence; verify once, cold."""
+    runner.share([VERDICT_SCOPE, *UNTIMED], "judged by their verdict alone, no plots, untimed")
     baseline = runner.run([[]])[0]
     if baseline.failed:
         raise SearchError(f"the run without overrides failed: {baseline.error}")

@@ -1,7 +1,7 @@
 """`run_search`: the search sweeper's work. Checks the search, runs it, writes search.json.
 
 The sweep callback (pipeline.sweeps.callback) owns the parent MLflow run, logs search.json to
-it and ends the command with the search's exit code (`search_exit_code`).
+it and ends the command with the search's exit code (`exit_codes.exit_for_search`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.searches.best_so_far import best_so_far, paste_form
+from pipeline.searches.decibels import format_db
 from pipeline.searches.result import SearchError, SearchResult, write_search_json
 from pipeline.searches.trials import TrialBudgetSpent, TrialRunner, ledger_path
 from stages.formats.executorch.program import is_executorch_backend
@@ -72,7 +73,11 @@ def _runner(
     if config.search.resume:
         resumed = runner.load_ledger()
         if resumed:
-            print(f"search: resuming, {resumed} trial outcome(s) recorded in {ledger}", flush=True)
+            print(
+                f"search: resuming, {resumed} trial outcome(s) recorded in {ledger}; the trials "
+                f"it runs go on from trial {runner.launched + 1}",
+                flush=True,
+            )
     return runner
 
 
@@ -131,7 +136,7 @@ def _print_result(found: SearchResult, trials: int, resumed: int, path: Path) ->
         v = found.verified
         print(
             f"verified by trial {v['trial']} (a cold re-run): verdict {v['verdict']}, accuracy "
-            f"met {v['accuracy_met']}, min output SNR {v['min_snr_db']} dB"
+            f"met {v['accuracy_met']}, min output SNR {format_db(v['min_snr_db'])}"
         )
     command = found.extra.get("command")
     if command:

@@ -56,6 +56,13 @@ def _min_snr(accuracy: dict[str, Any]) -> float | None:
     return min(found) if found else None
 
 
+def clear_stale_outcome(job_dir: Path) -> None:
+    """Remove what `read_outcome` reads from a job dir an earlier, interrupted run left, before
+    a trial runs there (a cut program written into it for the trial stays)."""
+    for stale in (job_dir / FAILED_JOB_MARKER, job_dir / ArtifactName.SUMMARY_JSON):
+        stale.unlink(missing_ok=True)
+
+
 def read_outcome(number: int, overrides: list[str], job_dir: Path) -> TrialOutcome:
     """The outcome of the trial whose job wrote `job_dir`."""
     outcome = TrialOutcome(number, overrides, str(job_dir))

@@ -77,11 +77,14 @@ def precision_search(
     runner: TrialRunner, sensitivity: bool, out_dir: Path, budget_db: float
 ) -> SearchResult:
     """Bisect over ops ranked by sensitivity; verify the result once with a cold re-run."""
+    runner.share([ACCURACY_SCOPE, *UNTIMED], "judged by their accuracy alone, untimed")
     baseline = _baseline(runner)
     ops = list(dict.fromkeys(baseline.delegated_ops))
     if baseline.accuracy_met:
         return SearchResult("precision", {KEEP_FLOAT: []}, "the run meets its budget as it is")
-    affordable = runner.spent + 2 * len(ops) + 2 <= runner.max_trials
+    # The baseline, the table, a bisection trial and the proving re-run (counted from the start,
+    # so a resumed search decides as its first run did).
+    affordable = 1 + 2 * len(ops) + 2 <= runner.max_trials
     table = sensitivities(runner, ops) if sensitivity and affordable else []
     extra = write_sensitivity_files(out_dir, table, budget_db) if table else {}
     if sensitivity and not affordable:

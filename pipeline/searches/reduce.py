@@ -34,6 +34,9 @@ _CUT_FILES = (ArtifactName.EXPORTED_PROGRAM, ArtifactName.INPUTS, ArtifactName.R
 # Options a cut program replaces: its own fault target, names and stages.
 _REPLACED = ("backend.fault.node=", "backend.fault.debug_handle=", "backend.keep_", "stages=")
 _REPRO_OPTIONS = ("backend", "analyze.", "runtime", "~backend", "+backend")
+# A cut trial runs the stages after the export on the program cut into its job dir.
+CUT_STAGES = "stages=[lower,run,analyze]"
+_CUT_TRIALS = "each on a program cut out of the exported one: ops S..E in reduce-ops-S-E"
 
 
 class _Cuts:
@@ -44,7 +47,7 @@ class _Cuts:
         self.tried: dict[int, tuple[TrialOutcome | None, CutProgram | None]] = {}
 
     def overrides(self, cut: CutProgram, start: int, end: int) -> list[str]:
-        found = ["stages=[lower,run,analyze]", f"tracking.run_name=reduce-ops-{start}-{end}"]
+        found = [CUT_STAGES, f"tracking.run_name=reduce-ops-{start}-{end}"]
         if self.fault and self.fault in cut.names:
             found.append(f"backend.fault.node={cut.names[self.fault]}")
         return found
@@ -113,6 +116,7 @@ def _prove(runner: TrialRunner, sweep_dir: Path, overrides: list[str]) -> TrialO
 
 def reduce_search(runner: TrialRunner, config: DictConfig, sweep_dir: Path) -> SearchResult:
     """Cut, bisect, write the repro, re-run it once (cold) to prove it."""
+    runner.share([CUT_STAGES], _CUT_TRIALS)
     baseline = runner.run([[]])[0]
     if baseline.failed:
         raise SearchError(f"the run without overrides failed: {baseline.error}")

@@ -1,6 +1,7 @@
 """A search stopped with Ctrl-C (issue 36.3) exits 130 in one line and keeps the trials it
-finished; the same command again resumes from them. A backend file whose second lowering
-announces itself and sleeps holds trial 2 until the test has sent its signal (no timing)."""
+finished; the same command again resumes from them and numbers its own after them. A backend
+file whose second lowering announces itself and sleeps holds trial 2 until the test has sent
+its signal (no timing)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,10 @@ def test_an_interrupted_search_resumes_from_its_finished_trials(tmp_path: Path) 
     assert "search: resuming, 1 trial outcome(s)" in again.stdout
     found = json.loads((tmp_path / "sweep" / "search.json").read_text())
     assert found["result"] == {"backend.keep_off": ["linear_1"]} and found["trials_resumed"] == 1
+    # Its trials go on from the one recorded: 2 and 3, none numbered 1 again, and the recorded
+    # baseline's job dir (its FAILing run) is left as it was.
+    assert [t["number"] for t in found["trial_log"]] == [2, 3]
+    assert "search: trial 2/40 [backend.keep_off=[linear_1]]: verdict pass" in again.stdout
+    assert "search: trial 1/" not in again.stdout
+    baseline = json.loads((tmp_path / "sweep" / "trial-001" / "summary.json").read_text())
+    assert baseline["verdict"] == "fail"

@@ -5,6 +5,7 @@ re-run, and for reduce the repro program and command; the same command again res
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -49,21 +50,51 @@ def test_precision_search_finds_the_two_ops_and_logs_trials_under_one_parent(
     assert "search/search.json" in artifacts
 
 
+def _trial_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("search: trial ")]
+
+
 def test_delegation_search_names_the_faulted_kernel_and_resumes(tmp_path: Path) -> None:
-    _, found = run_search(tmp_path, "d", "search=delegation", *FAULTY_MLP)
+    first, found = run_search(tmp_path, "d", "search=delegation", *FAULTY_MLP)
     assert found["result"] == {"backend.keep_off": ["linear_1"]}
     assert found["verified"]["verdict"] == "pass"
-    # The same command again: every trial's outcome is reused but the proving re-run's.
+    # The options a trial adds for speed are said once; a trial's line shows what it changes.
+    speed = "analyze.scope=verdict runtime.iterations=1 runtime.min_iterations=1 runtime.warmup=0"
+    assert first.stdout.count(speed) == 1
+    lines = _trial_lines(first.stdout)
+    assert len(lines) == found["trials"] == 3
+    assert not [line for line in lines if "runtime." in line or "analyze.scope" in line]
+    assert lines[1].startswith("search: trial 2/40 [backend.keep_off=[linear_1]]: verdict pass")
+    assert lines[2].startswith(
+        "search: trial 3/40 [backend.keep_off=[linear_1] cache=false] proving re-run: verdict pass"
+    )
+    assert max(map(len, lines)) < 140, lines  # was ~190 with the speed options on each
+    # The same command again: every trial's outcome is reused but the proving re-run's, which
+    # goes on from the ledger's trials (2 of them): trial 3, as in the first run.
     again, second = run_search(tmp_path, "d2", "search=delegation", *FAULTY_MLP)
     assert second["result"] == found["result"] and second["trials"] == 1
     assert second["trials_resumed"] == found["trials"] - 1
-    assert "search: resuming" in again.stdout
+    assert "search: resuming, 2 trial outcome(s)" in again.stdout
+    assert [line.split(" [")[0] for line in _trial_lines(again.stdout)] == ["search: trial 3/40"]
+    assert [t["number"] for t in second["trial_log"]] == [3]
+    assert second["verified"]["trial"] == 3 and (tmp_path / "d2" / "trial-003").is_dir()
+    assert not (tmp_path / "d2" / "trial-001").exists()
 
 
 def test_reduce_writes_a_program_and_a_command_that_fails_the_same_way(tmp_path: Path) -> None:
-    _, found = run_search(tmp_path, "r", "search=reduce", *FAULTY_MLP)
+    result, found = run_search(tmp_path, "r", "search=reduce", *FAULTY_MLP)
     assert found["ops"] <= 3 and Path(found["program"]).is_file()
     assert found["verified"]["verdict"] == "fail" and found["same_first_divergence_type"]
+    # One form for dB in the output (search.json keeps full precision): the proving re-run's
+    # SNR as its trial line and the summary print it.
+    snr = found["verified"]["min_snr_db"]
+    assert snr != round(snr, 2)
+    proving = [line for line in result.stdout.splitlines() if "proving re-run:" in line]
+    assert len(proving) == 1 and f"min output SNR {snr:.2f} dB," in proving[0]
+    assert f"min output SNR {snr:.2f} dB\n" in result.stdout  # the summary's 'verified by' line
+    assert str(snr) not in result.stdout
+    numbers = re.findall(r"(-?[0-9.]+|inf) dB", result.stdout)
+    assert numbers and all(n == "inf" or re.fullmatch(r"-?[0-9]+\.[0-9]{2}", n) for n in numbers)
     command = shlex.split(found["command"])
     assert "stages=[lower,run,analyze]" in command
     assert command[:3] == ["python", "-m", "pipeline"]

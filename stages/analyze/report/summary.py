@@ -30,6 +30,10 @@ _SLOW_KEYS = (
 )
 
 
+# Op names a group of `slowest_op_groups` lists (its `ops` counts them all).
+_GROUP_NAMES = 24
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The analysed files, as the summary names them."""
@@ -149,9 +153,9 @@ def clean(record: dict[str, Any]) -> dict[str, Any]:
     return {k: finite(v) for k, v in record.items()}
 
 
-def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
+def _op_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Op events of the timed blocks (not load/init, not the method or delegate wrappers) of
-    the analysed method (listed first when a program has several)."""
+    the analysed method (listed first when a program has several), slowest first."""
     analysed = events[0].get("method", "") if events else ""
     ops = [
         e
@@ -161,7 +165,38 @@ def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]
         and e["event_block_name"] != LOAD_BLOCK
         and (e["debug_handles"] or e["is_delegated_op"] or e["instruction_id"] >= 0)
     ]
-    return sorted(ops, key=lambda e: -e["p50"])[:top_k]
+    return sorted(ops, key=lambda e: -e["p50"])
+
+
+def slowest_ops(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
+    """The `top_k` slowest op events (`_op_events`)."""
+    return _op_events(events)[:top_k]
+
+
+def op_label(event: dict[str, Any]) -> str:
+    """'linear_2+gelu': the ops an event ran (its name when it names none)."""
+    return "+".join(event.get("op_names") or []) or str(event["event_name"])
+
+
+def slowest_op_groups(events: list[dict[str, Any]], top_k: int) -> list[dict[str, Any]]:
+    """The `top_k` slowest distinct p50s, each with every op event that has it: one row for
+    the kernels a cost model gives one time (the same work on a QNN-style backend), or for
+    events a clock could not tell apart, instead of `top_k` rows of one value."""
+    groups: dict[float, list[dict[str, Any]]] = {}
+    for event in _op_events(events):
+        if len(groups) == top_k and event["p50"] not in groups:
+            break
+        groups.setdefault(event["p50"], []).append(event)
+    return [
+        {
+            "p50": finite(p50),
+            "ops": len(members),
+            "op_names": [op_label(e) for e in members[:_GROUP_NAMES]],
+            "event_names": sorted({str(e["event_name"]) for e in members}),
+            "backends": sorted({str(e["delegate_backend_name"] or "-") for e in members}),
+        }
+        for p50, members in groups.items()
+    ]
 
 
 def largest_gaps(gaps: list[dict[str, Any]], verdict: Verdict, top_k: int) -> list[dict[str, Any]]:
@@ -250,6 +285,7 @@ def build_summary(
         "max_gap": finite(worst) if worst is not None else None,
         "time_unit": time_unit,
         "slowest_ops": [clean({k: e[k] for k in _SLOW_KEYS}) for e in slowest_ops(events, top_k)],
+        "slowest_op_groups": slowest_op_groups(events, top_k),
         "largest_gaps": [clean({k: g.get(k) for k in largest_keys}) for g in largest],
         "events": len(events),
         "compared_outputs": len(compared),

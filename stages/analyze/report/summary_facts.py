@@ -41,6 +41,10 @@ def complete_summary(
         # Named as backend.fault.node takes it, only for a backend that takes faults at all.
         names = names_of(found.node_names, handles) if takes_faults else []
         summary["first_divergence"]["fault_nodes"] = names
+    # Kernel times from a cost model (QNN-style): equal work, equal times (the slowest ops say so).
+    summary["timed_by_cost_model"] = bool(
+        record is not None and record.lowering_info.get("timed_by_cost_model")
+    )
     summary["program_identity"] = linked.identity.record()
     summary["control_flow"] = [f.record() for f in found.flows]
     summary["warnings"] = fault_warnings(linked.inputs.etrecord, found.flows, linked.program)

@@ -37,6 +37,82 @@ def op_labels(names: Any, types: Any) -> list[str]:
     return labels
 
 
+def distinct_numbers(values: list[Any]) -> list[str]:
+    """Each value to 4 significant digits, or as many more as it takes for values that differ
+    to read differently (a table of p50s never shows two equal-looking rows that are not)."""
+    numbers = [v for v in values if isinstance(v, float)]
+    for digits in range(4, 13):
+        if len({f"{v:.{digits}g}" for v in numbers}) == len(set(numbers)):
+            return [f"{v:.{digits}g}" if isinstance(v, float) else str(v) for v in values]
+    return [repr(v) if isinstance(v, float) else str(v) for v in values]
+
+
+def _groups(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """summary.json's slowest_op_groups (one row per op from an older summary's slowest_ops)."""
+    if "slowest_op_groups" in s:
+        return list(s["slowest_op_groups"] or [])
+    return [
+        {
+            "p50": e.get("p50"),
+            "ops": 1,
+            "op_names": ["+".join(e.get("op_names") or []) or str(e.get("event_name"))],
+            "event_names": [str(e.get("event_name"))],
+            "backends": [e.get("delegate_backend_name") or "-"],
+        }
+        for e in s.get("slowest_ops", [])
+    ]
+
+
+def _tie_note(s: dict[str, Any], backends: set[str]) -> str:
+    """What ops sharing one p50 mean on this run's backend."""
+    delegates = sorted(backends - {"-"})
+    if s.get("timed_by_cost_model") and delegates:
+        return (
+            f"   ops on one line tie: {', '.join(delegates)}'s kernel times come from a cost "
+            "model (flops, bytes moved), so kernels of equal work get one time"
+        )
+    return "   ops on one line logged the same p50: the clock could not tell them apart"
+
+
+def _name_list(names: list[str], count: int, width: int) -> str:
+    """'a, b, c, … (9 in all)': whole names while they fit in `width` characters."""
+    shown: list[str] = []
+    for name in names:
+        if len(", ".join([*shown, name])) > width - 16:
+            break
+        shown.append(name)
+    rest = f", … ({count} in all)" if len(shown) < count else ""
+    return ", ".join(shown or [_ops(names[0], width - 16)]) + rest
+
+
+def slowest_lines(s: dict[str, Any], unit: str) -> list[str]:
+    """The slowest ops table: one line per distinct p50, ops that share one on one line (ten
+    kernels a cost model times alike are one finding, not ten rows of one value)."""
+    groups = _groups(s)
+    if not groups:
+        return []
+    lines = [f"{'slowest ops':<50}{'p50 (' + unit + ')':>12}  backend"]
+    shown = distinct_numbers([g.get("p50") for g in groups])
+    tied: set[str] = set()
+    for group, p50 in zip(groups, shown, strict=True):
+        names, count = list(group.get("op_names") or ["-"]), int(group.get("ops") or 1)
+        backend = ", ".join(group.get("backends") or []) or "-"
+        if count == 1:
+            lines.append(f"{_ops(names[0]):<50}{p50:>12}  {backend}")
+            continue
+        tied |= set(group.get("backends") or [])
+        label = f"{count} ops: {', '.join(names)}"
+        if len(label) <= 48 and count == len(names):
+            lines.append(f"{label:<50}{p50:>12}  {backend}")
+            continue
+        events = ", ".join(group.get("event_names") or [])
+        lines.append(f"{_ops(f'{count} ops ({events})'):<50}{p50:>12}  {backend}")
+        lines.append(f"   {_name_list(names, count, 96)}")
+    if tied:
+        lines.append(_tie_note(s, tied))
+    return lines
+
+
 def _is_first(gap: dict[str, Any], summary: dict[str, Any]) -> bool:
     first = summary.get("first_divergence") or {}
     return bool(first) and gap.get("group") == first.get("group")
@@ -168,14 +244,7 @@ def format_terminal_report(summary_path: Path) -> str:
     if findings:
         kinds = ", ".join(sorted({f"{f['kind']} ({f['severity']})" for f in findings}))
         lines.append(f"delegate map check: {kinds}; see summary.json's delegate_map_check")
-    slowest = s.get("slowest_ops", [])
-    if slowest:
-        lines.append(f"{'slowest ops':<50}{'p50 (' + unit + ')':>12}  backend")
-        for e in slowest:
-            label = _ops(e.get("op_names") or [e.get("event_name")])
-            lines.append(
-                f"{label:<50}{_num(e.get('p50')):>12}  {e.get('delegate_backend_name') or '-'}"
-            )
+    lines.extend(slowest_lines(s, unit))
     gaps = s.get("largest_gaps", [])
     if not gaps and s.get("compared_outputs"):
         lines.append(f"largest gaps: none, all {s['compared_outputs']} float outputs are exact")

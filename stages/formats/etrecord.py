@@ -40,6 +40,7 @@ from stages.formats.samples import Samples
 from stages.handles.debug_handles import DebugHandle
 from stages.handles.handle_info import HandleInfo
 from stages.safe_io.atomic_write import atomic_path
+from stages.safe_io.json_text import json_text
 from stages.safe_io.reproducible_zip import ReproducibleZipFile
 from stages.safe_io.safe_load import BoundedZip, UnsafePayloadError, ZipLimitError, load_tensors
 from stages.safe_io.tensor_file import repack_stored
@@ -151,7 +152,7 @@ class ETRecord:
                     DELEGATE_MAPS_MEMBER, json.dumps([_map_to_json(m) for m in self.delegate_maps])
                 )
             if self.lowering_info:
-                archive.writestr(LOWERING_INFO_MEMBER, json.dumps(self.lowering_info))
+                archive.writestr(LOWERING_INFO_MEMBER, json_text(self.lowering_info))
 
     @classmethod
     def load(

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from stages.safe_io.atomic_write import write_text_atomic
+from stages.safe_io.json_text import write_json_atomic
 
 MAX_SIGNATURE_BYTES = 1 << 20  # names of a few thousand caches at most
 ETRECORD_KEY = "generation"  # the ETRecord's lowering_info key holding the record
@@ -57,7 +57,7 @@ def signature_from(record: Any, where: str) -> GenerationSignature:
 
 
 def save_signature(signature: GenerationSignature, path: Path) -> None:
-    write_text_atomic(path, json.dumps(signature.record(), indent=2))
+    write_json_atomic(path, signature.record(), indent=2)
 
 
 def load_signature(path: Path) -> GenerationSignature:

@@ -5,7 +5,6 @@ It reads export's files and writes only new ones (the ETRecord included).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -69,8 +68,8 @@ from stages.lower.partitioner import (
     summarize_rejections,
 )
 from stages.lower.program_builder import build_program
-from stages.safe_io.atomic_write import write_text_atomic
 from stages.safe_io.file_digests import known_sha256, read_with_sha256
+from stages.safe_io.json_text import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +207,7 @@ def instruction_debug_handles(sub: SubProgram) -> dict[str, int]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, default=str))
+    write_json_atomic(path, data, indent=2, default=str)
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from stages.analyze.compare.expected_error import EXCESS_DB
 from stages.analyze.compare.gap.rows import GapRow
 from stages.analyze.link.control_flow import CondRecord
 from stages.closed_sets import Precision
+from stages.safe_io.json_text import finite_or_name
 
 PASS, FAIL, NOT_EVALUATED = "pass", "fail", "not_evaluated"
 
@@ -128,7 +128,6 @@ def decide(
 
 
 def finite(value: Any) -> Any:
-    """JSON-safe: non-finite floats become the strings 'inf', '-inf', 'nan'."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
+    """JSON-safe: non-finite floats become the strings 'inf', '-inf', 'nan'
+    (`stages.safe_io.json_text`, the rule every stage file follows)."""
+    return finite_or_name(value)

@@ -3,7 +3,6 @@ report.html."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from stages.analyze.report.html_report import render_report, write_report
 from stages.analyze.report.plots import has_inexact, plot_gap, plot_top_ops
 from stages.analyze.report.summary import clean, slowest_ops
 from stages.formats.artifacts import ArtifactName
-from stages.safe_io.atomic_write import write_text_atomic
+from stages.safe_io.json_text import write_json_atomic
 
 TOP_OPS_SVG = "top_ops_p50.svg"
 
@@ -22,7 +21,7 @@ GAP_SVG = "numeric_gap.svg"
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False))
+    write_json_atomic(path, data, indent=2)
 
 
 def write_plots(

@@ -16,6 +16,7 @@ from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
 from stages.analyze.link.node_names import names_of
 from stages.analyze.link.source_frames import owner_source_line, user_source_line
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
+from stages.safe_io.json_text import json_safe
 
 SUMMARY_FORMAT = "delegate-debugger-summary"
 SUMMARY_VERSION = 1
@@ -150,7 +151,9 @@ def latency_ms(
 
 
 def clean(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: finite(v) for k, v in record.items()}
+    """`record` JSON-safe at any depth: a non-finite float is named ('nan', 'inf', '-inf'), in a
+    nested record too (the instrumentation's, the accuracy's)."""
+    return {k: json_safe(v) for k, v in record.items()}
 
 
 def _op_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

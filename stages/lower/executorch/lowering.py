@@ -8,7 +8,6 @@ so the analysis reads it like any ExecuTorch user's. Needs the executorch extra.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import time
 from pathlib import Path
@@ -37,7 +36,8 @@ from stages.lower.executorch.precision import (
 )
 from stages.lower.executorch.tap import ExecuTorchTapError, lower_tapped
 from stages.lower.op_overrides import op_names
-from stages.safe_io.atomic_write import atomic_path, write_text_atomic
+from stages.safe_io.atomic_write import atomic_path
+from stages.safe_io.json_text import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ def _write_report(
     _name_delegated_ops(report, *edge_and_names)
     _record_requests(report, backend, target)
     report_path = run_dir / ArtifactName.LOWERING_REPORT
-    write_text_atomic(report_path, json.dumps(report, indent=2))
+    write_json_atomic(report_path, report, indent=2)
     return report, report_path
 
 

@@ -14,7 +14,6 @@ comparison.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +38,8 @@ from stages.lower.executorch.tap_points import (
 )
 from stages.lower.executorch.tap_search import TapLoweringError, lowered_leaving_out_refused
 from stages.lower.unlifted_module import unlifted_module
-from stages.safe_io.atomic_write import atomic_path, write_text_atomic
+from stages.safe_io.atomic_write import atomic_path
+from stages.safe_io.json_text import write_json_atomic
 
 TAP_TOOL = "executorch.devtools.intermediate_output_tap (tap points chosen by this tool)"
 
@@ -201,7 +201,7 @@ def lower_tapped(
         "instrumentation": {**check, "delegated_ops": delegated},
     }
     manifest_path = run_dir / ArtifactName.TAP_MANIFEST
-    write_text_atomic(manifest_path, json.dumps(manifest, indent=1))
+    write_json_atomic(manifest_path, manifest, indent=1)
     metrics = {
         "tap_points": float(len(points)),
         "instrumentation_changed_what_ran": 1.0 if check["changed_what_ran"] else 0.0,

@@ -30,7 +30,7 @@ from stages.formats.etdump.records import (
 from stages.formats.etrecord_types import TAP_IDENTIFIER
 from stages.run.executorch.runtime import METHOD, ExecuTorchRun, as_program_inputs, load_module
 from stages.run.executorch.tap_checks import dequantized, refusal
-from stages.safe_io.atomic_write import write_text_atomic
+from stages.safe_io.json_text import write_json_atomic
 
 log = logging.getLogger(__name__)
 # Agreement of the instrumented program's final outputs with the shipped one's, below bit-equal:
@@ -44,28 +44,61 @@ def tap_identifier(handles: list[int]) -> str:
 
 
 def _snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
-    ref, diff = reference.double(), (other.double() - reference.double())
-    noise = float(diff.pow(2).mean())
+    """SNR (dB) of `other` against `reference` over the places both are finite (inf: equal)."""
+    both = torch.isfinite(reference) & torch.isfinite(other)
+    ref, diff = reference[both].double(), (other[both].double() - reference[both].double())
+    noise = float(diff.pow(2).mean()) if diff.numel() else 0.0
     return float("inf") if noise == 0 else 10 * torch.log10(ref.pow(2).mean() / noise).item()
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal element by element, a NaN equal to a NaN in the same place (a NaN the program
+    computes is its value, as a fault's is: the instrumented copy must compute it too)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return bool(torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0), b.nan_to_num(0)))
+
+
+def _non_finite(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, Any] | None:
+    """Where the outputs are not numbers (NaN, inf): counts on each side and whether they are
+    in the same places; None when every value is finite."""
+    floats = [(a, b) for a, b in pairs if a.is_floating_point() and a.shape == b.shape]
+    shipped = sum(int((~torch.isfinite(a)).sum()) for a, _ in floats)
+    tapped = sum(int((~torch.isfinite(b)).sum()) for _, b in floats)
+    if not shipped and not tapped:
+        return None
+    same = all(torch.equal(torch.isfinite(a), torch.isfinite(b)) for a, b in floats)
+    return {"shipped": shipped, "instrumented": tapped, "same_places": same}
 
 
 def _final_outputs(
     shipped: list[tuple[torch.Tensor, ...]], tapped: list[tuple[torch.Tensor, ...]], precision: str
 ) -> dict[str, Any]:
-    """Whether the instrumented program's own outputs are the shipped program's."""
+    """Whether the instrumented program's own outputs are the shipped program's. Values that
+    are not numbers are a finding, not a figure: compared by place (`non_finite`), the SNR is
+    over the finite values (None when those are equal)."""
     pairs = [
         (a, b) for s, t in zip(shipped, tapped, strict=True) for a, b in zip(s, t, strict=True)
     ]
-    equal = all(a.shape == b.shape and torch.equal(a, b) for a, b in pairs)
+    equal = all(_same_values(a, b) for a, b in pairs)
     floats = [(a, b) for a, b in pairs if a.is_floating_point() and a.shape == b.shape]
     snr = min((_snr_db(a.float(), b.float()) for a, b in floats), default=float("inf"))
+    non_finite = _non_finite(pairs)
+    same_places = non_finite is None or non_finite["same_places"]
     wanted = FINAL_OUTPUT_SNR_DB.get(precision)
-    return {
+    record = {
         "bit_equal": equal,
         "min_snr_db": None if snr == float("inf") else snr,
-        "within_expected_error": equal if wanted is None else equal or snr >= wanted,
+        "within_expected_error": equal
+        if wanted is None
+        else equal or (same_places and snr >= wanted),
         "rule": "bit-equal" if wanted is None else f"bit-equal or SNR >= {wanted:g} dB",
     }
+    if non_finite is not None:
+        record["non_finite"] = non_finite
+    return record
 
 
 def _append(payload: DebugBufferWriter, value: torch.Tensor) -> TensorRecord:
@@ -182,5 +215,5 @@ def add_taps(
         final_outputs=finals,
         changed_what_ran=bool(record.get("changed_what_ran")) or not finals["bit_equal"],
     )
-    write_text_atomic(out, json.dumps(record, indent=1))
+    write_json_atomic(out, record, indent=1)
     return replace(run, etdump=replace(run.etdump, run_data=blocks))

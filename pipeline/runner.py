@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
+from pipeline.cache.cache_bound import bound_bytes
 from pipeline.cache.fingerprint import Fingerprint, compute_fingerprint, explain_change
 from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
@@ -346,8 +347,9 @@ def run_pipeline(
     `base_dir` (default: the working directory) is where relative model file paths start."""
     keep_dependency_noise_in_log_files()  # Hydra's handlers exist; checks may import ExecuTorch
     names = check_options(cfg, base_dir or Path.cwd())
+    bound = bound_bytes(cfg.get("cache_max_mb"))
     run_dir = _resolve_run_dir(cfg)
-    cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), enabled=bool(cfg.cache))
+    cache = StageCache(Path(cfg.cache_dir).expanduser().resolve(), bool(cfg.cache), bound)
     preflight = check_op_names_before_stages(
         cfg, names, run_dir, cache, _preflight_stage, _stage_digest
     )

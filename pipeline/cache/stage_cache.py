@@ -4,6 +4,9 @@ A finished stage's outputs are hard-linked (or copied) into `<cache>/<stage>/<di
 run whose fingerprint matches gets them back in its own run dir instead of running the stage.
 A per-fingerprint file lock makes concurrent sweep jobs run a shared stage once.
 
+With a bound (`cache_max_mb`), each store removes least recently used entries until the cache
+fits, never one in use (`pipeline.cache.cache_bound`); a reuse marks its entry used.
+
 Published files are made read-only and their sha256 is recorded; a lookup re-hashes every file
 (once per process and file version: `stages.safe_io.file_digests`) and discards an entry whose
 bytes changed (with a warning naming the file), so the stage runs again instead of feeding a
@@ -15,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import stat
 import time
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.cache.cache_bound import trim_cache
 from pipeline.cache.file_lock import file_lock
 from pipeline.cache.fingerprint import Fingerprint, file_sha256
 from pipeline.cache.hard_links import link_or_copy
@@ -68,9 +73,10 @@ def remove_tree(path: Path) -> None:
 class StageCache:
     """Look up, restore and store stage results by fingerprint digest."""
 
-    def __init__(self, root: Path, enabled: bool = True) -> None:
+    def __init__(self, root: Path, enabled: bool = True, max_bytes: int | None = None) -> None:
         self.root = root
         self.enabled = enabled
+        self.max_bytes = max_bytes  # None: no bound (`cache_bound.bound_bytes`)
 
     def _entry(self, stage: str, digest: str) -> Path:
         return self.root / stage / digest
@@ -116,6 +122,8 @@ class StageCache:
             log.warning("[%s] %s: discarding cache entry %s and recomputing", stage, problem, entry)
             remove_tree(entry)
             return None
+        with contextlib.suppress(OSError):  # its last use, for a bounded cache's trim
+            os.utime(record_path)
         return cached
 
     @staticmethod
@@ -176,7 +184,26 @@ class StageCache:
                 hashes[rel] = file_sha256(published)
             record["sha256"] = hashes
             _write_json_atomic(entry / RECORD_NAME, record)
+            self._trim(stage, entry)
         _write_json_atomic(run_dir / RUN_RECORD_DIR / f"{stage}.json", record)
+
+    def _trim(self, stage: str, stored: Path) -> None:
+        """Keep a bounded cache under its bound (least recently used entries go first)."""
+        if self.max_bytes is None:
+            return
+        trim = trim_cache(self.root, self.max_bytes, keep=[stored])
+        if trim.removed:
+            freed = sum(e.size for e in trim.removed) / 1e6
+            log.info(
+                "[%s] stage cache over cache_max_mb: removed %d least recently used entr%s "
+                "(%.1f MB); %d left, %.1f MB",
+                stage,
+                len(trim.removed),
+                "y" if len(trim.removed) == 1 else "ies",
+                freed,
+                trim.entries,
+                trim.size / 1e6,
+            )
 
     @staticmethod
     def previous_fingerprint(stage: str, run_dir: Path) -> Fingerprint | None:

@@ -103,6 +103,9 @@ class PipelineConfig:
     # Fingerprint cache shared by runs (a sweep's jobs export a model once through it).
     cache_dir: str = "outputs/cache"
     cache: bool = True
+    # The stage cache's bound in MB: each store removes least recently used entries past it
+    # (pipeline/cache/cache_bound.py); 0: no bound.
+    cache_max_mb: int = 2048
 
 
 def _model_schema() -> Any:

@@ -1,5 +1,7 @@
 """`python -m pipeline.tools.clean --keep N`: remove old run dirs, the cache entries only they used, and
-their MLflow runs (artifacts included), so disk use stays bounded.
+their MLflow runs (artifacts included), so disk use stays bounded. `--cache-max-mb MB` trims the
+stage cache to MB, least recently used entries first (as a run does after each store past
+`cache_max_mb`); with neither, it only says how big the stage cache is.
 
 A run dir is a directory holding `.pipeline/` (the stage records the runner writes). The N most
 recent are kept; a cache entry survives while a kept run dir's record names it; an MLflow run
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.cache.cache_bound import MB, cache_entries, trim_cache
 from pipeline.cache.stage_cache import RECORD_NAME, RUN_RECORD_DIR, remove_tree
 from pipeline.tracking.store import resolve_tracking_uri, sqlite_database
 
@@ -88,9 +91,16 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.tools.clean",
         description="Remove all but the N newest run dirs, the cache entries only they used, "
-        "and their MLflow runs.",
+        "and their MLflow runs; trim the stage cache to a size; say how big it is.",
     )
-    parser.add_argument("--keep", type=int, required=True, help="run dirs to keep (newest)")
+    parser.add_argument("--keep", type=int, default=None, help="run dirs to keep (newest)")
+    parser.add_argument(
+        "--cache-max-mb",
+        type=int,
+        default=None,
+        help="trim the stage cache to this many MB, least recently used entries first "
+        "(entries in use are left)",
+    )
     parser.add_argument("--outputs", type=Path, default=Path("outputs"), help="outputs dir")
     parser.add_argument("--cache-dir", type=Path, default=None, help="default: OUTPUTS/cache")
     parser.add_argument(
@@ -100,8 +110,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
     args = parser.parse_args(argv)
-    if args.keep < 0:
+    if args.keep is not None and args.keep < 0:
         parser.error("--keep must be >= 0")
+    if args.cache_max_mb is not None and args.cache_max_mb < 0:
+        parser.error("--cache-max-mb must be >= 0")
     return args
 
 
@@ -129,13 +141,8 @@ def _delete_tracking_runs(uri: str, run_dirs: list[Path]) -> int:
     return delete_runs_logged_from(uri, run_dirs)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    outputs = args.outputs.expanduser().resolve()
-    if not outputs.is_dir():
-        print(f"error: --outputs {outputs} is not a directory", file=sys.stderr)
-        return 2
-    cache_dir = (args.cache_dir or outputs / "cache").expanduser().resolve()
+def _clean_runs(args: argparse.Namespace, outputs: Path, cache_dir: Path) -> None:
+    """--keep N: the older run dirs, the cache entries only they used, their MLflow runs."""
     plan = plan_clean(outputs, cache_dir, args.keep)
     uri = resolve_tracking_uri(args.tracking_uri, store_dir=outputs)
     doomed = plan.removed_runs + plan.removed_cache_entries + plan.removed_sweep_dirs
@@ -149,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             f"keeping {len(plan.kept_runs)} run dirs; would remove {len(doomed)} paths "
             f"and {len(runs)} MLflow runs"
         )
-        return 0
+        return
     deleted = _delete_tracking_runs(uri, plan.removed_runs)
     freed = 0
     for path in doomed:
@@ -161,6 +168,50 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(plan.removed_cache_entries)} cache entries, {deleted} MLflow runs; "
         f"freed {freed / 1e6:.1f} MB"
     )
+
+
+def _trim_cache(cache_dir: Path, max_mb: int, dry_run: bool) -> None:
+    """--cache-max-mb MB: least recently used entries go until the cache fits."""
+    trim = trim_cache(cache_dir, max_mb * MB, dry_run=dry_run)
+    if trim.skipped:
+        print(f"stage cache {cache_dir}: another process is trimming it; nothing removed")
+        return
+    verb = "would remove" if dry_run else "removed"
+    for entry in trim.removed:
+        print(f"{verb} {entry.path} ({entry.size / MB:.1f} MB)")
+    freed = sum(e.size for e in trim.removed) / MB
+    left = f"; {len(trim.left_in_use)} in use left" if trim.left_in_use else ""
+    print(
+        f"stage cache to {max_mb} MB: {verb} {len(trim.removed)} least recently used "
+        f"entries ({freed:.1f} MB){left}"
+    )
+
+
+def describe_cache(cache_dir: Path) -> str:
+    """'stage cache DIR: N entries, X MB (export 1, lower 2, ...)'."""
+    entries = cache_entries(cache_dir)
+    stages: dict[str, int] = {}
+    for entry in entries:
+        stages[entry.path.parent.name] = stages.get(entry.path.parent.name, 0) + 1
+    by_stage = ", ".join(f"{name} {count}" for name, count in sorted(stages.items()))
+    size = sum(e.size for e in entries) / MB
+    return f"stage cache {cache_dir}: {len(entries)} entries, {size:.1f} MB" + (
+        f" ({by_stage})" if by_stage else ""
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    outputs = args.outputs.expanduser().resolve()
+    if not outputs.is_dir():
+        print(f"error: --outputs {outputs} is not a directory", file=sys.stderr)
+        return 2
+    cache_dir = (args.cache_dir or outputs / "cache").expanduser().resolve()
+    if args.keep is not None:
+        _clean_runs(args, outputs, cache_dir)
+    if args.cache_max_mb is not None:
+        _trim_cache(cache_dir, args.cache_max_mb, args.dry_run)
+    print(describe_cache(cache_dir))
     return 0
 
 

@@ -111,3 +111,29 @@ def test_likely_clock_fills_the_call_without_overflowing_it() -> None:
     assert likely_ticks_per_ms(1e3, 250.0) == 1e6
     assert likely_ticks_per_ms(1e6, 1e-9) == 1.0
     assert likely_ticks_per_ms(1.0, 1e12) == 1e9
+
+
+def test_one_preempted_call_of_ten_is_not_a_wrong_clock() -> None:
+    """The issue's Llama partition on ExecuTorch's XNNPACK (ns stamps, read as ns): nine calls of
+    3 µs around 0.3 µs of kernels, one call of 4.1 ms (the process preempted; the kernels' own
+    time unchanged). Their sum (3 µs of kernels in 4.1 ms of calls) would fit a µs clock; the
+    median execution is the true one."""
+    calm = [_block(3_000, [(0, 300)]) for _ in range(9)]
+    preempted = _block(4_100_000, [(0, 300)])
+    assert check_clocks(_dump(*calm[:4], preempted, *calm[4:]), _index(1e6)) == []
+    # Two executions, one of them preempted: no majority says the clock is wrong.
+    assert check_clocks(_dump(calm[0], preempted), _index(1e6)) == []
+
+
+def test_a_wrong_clock_is_flagged_on_every_call_even_with_a_preempted_one() -> None:
+    """µs stamps read as ns on every call (and ns read as µs): flagged, one preempted call among
+    them or not; the finding says how many executions are off."""
+    wrong_unit = [_block(180_000, [(0, 25), (25, 40)]) for _ in range(9)]
+    preempted = _block(4_100_000, [(0, 25), (25, 40)])
+    (finding,) = check_clocks(_dump(*wrong_unit, preempted), _index(1e6))
+    assert finding.numbers["likely_ticks_per_ms"] == 1e3
+    assert finding.numbers["ratio"] == pytest.approx(40e-6 / 0.18)
+    assert (finding.numbers["executions"], finding.numbers["executions_off"]) == (10, 10)
+    other_clock = [_block(310_000, [(0, 78_000)]) for _ in range(9)]
+    (finding,) = check_clocks(_dump(*other_clock, _block(4_100_000, [(0, 78_000)])), _index(1e3))
+    assert finding.numbers["likely_ticks_per_ms"] == 1e6 and "longer" in finding.message

@@ -3,7 +3,6 @@ fusions of the same ops line up: a row is the smallest set of ops every run's ke
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -13,6 +12,7 @@ from typing import Any, NamedTuple
 
 from stages.analyze.config import UNITS_PER_MS
 from stages.formats.etdump.records import TIMED_BLOCK
+from stages.safe_io.csv_fields import read_dict_rows
 
 OpKey = int | str  # a debug handle; an op name where a table carries no handles
 
@@ -48,8 +48,7 @@ def _keys(row: dict[str, str]) -> tuple[tuple[OpKey, ...], tuple[str, ...]]:
 
 def read_timed_ops(events_csv: Path) -> list[TimedOp]:
     """Rows of the timed block that name ops; durations from the row's own time unit to ms."""
-    with events_csv.open() as fh:
-        rows = [e for e in csv.DictReader(fh) if e["event_block_name"] == TIMED_BLOCK]
+    rows = [e for e in read_dict_rows(events_csv) if e["event_block_name"] == TIMED_BLOCK]
     timed = []
     for e in rows:
         keys, names = _keys(e)
@@ -62,14 +61,13 @@ def read_timed_ops(events_csv: Path) -> list[TimedOp]:
 def read_op_gaps(numeric_gap_csv: Path) -> list[OpGap]:
     """Compared rows (status ok) with their local gap in the run's own metric."""
     gaps = []
-    with numeric_gap_csv.open() as fh:
-        for g in csv.DictReader(fh):
-            keys, names = _keys(g)
-            if not keys or g.get("status") != "ok":
-                continue
-            metric = g["gap_metric"]
-            value = g.get(f"local_{metric}") or g.get(metric)
-            gaps.append(OpGap(keys, names, metric, float(value) if value else math.nan))
+    for g in read_dict_rows(numeric_gap_csv):  # a large partition's row: fields over 128 KiB
+        keys, names = _keys(g)
+        if not keys or g.get("status") != "ok":
+            continue
+        metric = g["gap_metric"]
+        value = g.get(f"local_{metric}") or g.get(metric)
+        gaps.append(OpGap(keys, names, metric, float(value) if value else math.nan))
     return gaps
 
 

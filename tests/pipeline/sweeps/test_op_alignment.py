@@ -103,3 +103,26 @@ def test_a_container_event_is_not_counted_beside_its_kernels(tmp_path: Path) -> 
     )
     rows = {row.op: row.p50_ms["xnnpack-fp32"] for row in align([run])}
     assert rows == {"linear+relu": 1.0, "linear_1+relu_1+add": 2.0, "linear_2": 0.5}
+
+
+def test_a_large_partition_row_over_csvs_field_limit_is_kept(tmp_path: Path) -> None:
+    """A whole partition's row carries every op's stack trace: a field over csv's 131072
+    characters is read (the sweep's per-op comparison lost it), and the limit is put back."""
+    import csv
+
+    trace = "File model.py, line 1, in forward\n" * 8_000  # ~270 000 characters
+    assert len(trace) > 131_072
+    handles = list(range(1, 7))
+    names = [NAMES[h] for h in handles]
+    event = {"event_block_name": "Execute", "event_name": "partition", "op_names": names}
+    event |= {"debug_handles": handles, "p50": 2.0, "time_unit": "ms", "stack_traces": trace}
+    write_csv(tmp_path / "events.csv", tuple(event), [event])
+    gap = {"op_names": names, "debug_handles": handles, "status": "ok", "gap_metric": "snr"}
+    gap |= {"local_snr": 41.0, "stack_traces": trace}
+    write_csv(tmp_path / "numeric_gap.csv", tuple(gap), [gap])
+    before = csv.field_size_limit()
+    (timed,) = read_timed_ops(tmp_path / "events.csv")
+    (compared,) = read_op_gaps(tmp_path / "numeric_gap.csv")
+    assert timed.keys == tuple(handles) and timed.p50_ms == 2.0
+    assert compared.keys == tuple(handles) and compared.value == 41.0
+    assert csv.field_size_limit() == before == 131_072

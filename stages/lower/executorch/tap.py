@@ -7,8 +7,8 @@ that leaves its delegate; the values chosen are `executorch_tap_points`' (its de
 misfiles values at int8). The instrumented program is lowered with the same partitioners, and
 its partitions and serialized XNNPACK graphs are compared with the shipped program's
 (`stages.lower.executorch.instrumentation_check`); `taps.json` holds the tap points, the eager value range
-of each tap on each representative input (the run stage's plausibility check) and that
-comparison.
+and sketch of each tap on each representative input (the run stage proves each runtime value is
+its tap's with them) and that comparison.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from stages.formats.artifacts import ArtifactName
+from stages.formats.executorch.tap_sketch import AGREEMENT_DB, DEFAULT_AGREEMENT_DB, sketch
 from stages.lower.executorch.instrumentation_check import (
     Placement,
     compare_programs,
@@ -50,9 +51,7 @@ class ExecuTorchTapError(TapLoweringError):
 
 def _finite_range(value: torch.Tensor, point: TapPoint) -> list[float] | None:
     """[min, max] of the finite values (dequantized for an int8 tap), None without any."""
-    values = value.detach().to(torch.float64)
-    if point.scale is not None:
-        values = (values - float(point.zero_point or 0)) * point.scale
+    values = _dequantized(value, point)
     finite = values[torch.isfinite(values)]
     return [float(finite.min()), float(finite.max())] if finite.numel() else None
 
@@ -110,18 +109,33 @@ def _written_points(
     return kept, elided
 
 
-def _eager_ranges(
+def _dequantized(value: torch.Tensor, point: TapPoint) -> torch.Tensor:
+    """The value as float64, an int8 tap dequantized with its quantize node's params."""
+    values = value.detach().to(torch.float64)
+    if point.scale is not None:
+        values = (values - float(point.zero_point or 0)) * point.scale
+    return values
+
+
+def _eager_records(
     program: Any, points: list[TapPoint], outputs: dict[str, int], samples: Sequence[Any]
-) -> dict[str, list[list[float] | None]]:
-    """Each tap's value range on each sample, as the instrumented program computes it eagerly."""
+) -> dict[str, dict[str, list[Any]]]:
+    """Each tap's value range and sketch on each sample, as the instrumented program computes
+    it eagerly (the run stage holds the runtime's values against both)."""
     module = unlifted_module(program)
-    ranges: dict[str, list[list[float] | None]] = {p.source: [] for p in points}
+    found: dict[str, dict[str, list[Any]]] = {
+        p.source: {"eager_ranges": [], "eager_sketches": []} for p in points
+    }
     with torch.no_grad():
         for sample in samples:
             flat = torch.utils._pytree.tree_flatten(module(*sample))[0]
             for point in points:
-                ranges[point.source].append(_finite_range(flat[outputs[point.source]], point))
-    return ranges
+                value = flat[outputs[point.source]]
+                found[point.source]["eager_ranges"].append(_finite_range(value, point))
+                found[point.source]["eager_sketches"].append(
+                    sketch(_dequantized(value, point), point.source)
+                )
+    return found
 
 
 def _lowered_without_taps(program: Any, partitioners: list[Any], lower: Callable[..., Any]) -> Any:
@@ -177,7 +191,7 @@ def lower_tapped(
         )
     search = lowered_leaving_out_refused(points, _attempt(shipped, partitioners, lower))
     (program, outputs, executorch_program), points = search.lowered, search.points
-    ranges = _eager_ranges(program, points, outputs, samples)
+    eager = _eager_records(program, points, outputs, samples)
     tapped_record = executorch_program.get_etrecord()
     tapped_places = op_placements(executorch_program.buffer, tapped_record, "instrumented program")
     check = compare_programs(plain_pte, executorch_program.buffer, plain_places, tapped_places)
@@ -194,9 +208,9 @@ def lower_tapped(
     manifest = {
         "precision": precision,
         "program_outputs": min(outputs.values()),
+        "agreement_db": AGREEMENT_DB.get(precision, DEFAULT_AGREEMENT_DB),
         "taps": [
-            {**p.record(), "output_index": outputs[p.source], "eager_ranges": ranges[p.source]}
-            for p in points
+            {**p.record(), "output_index": outputs[p.source], **eager[p.source]} for p in points
         ],
         "instrumentation": {**check, "delegated_ops": delegated},
     }

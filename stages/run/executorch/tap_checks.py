@@ -6,8 +6,11 @@ The tap's recorded shape and dtype must match exactly, and the spread of its fin
 (max - min, dequantized for an int8 tap) must be within a factor `SPREAD_FACTOR` of the spread
 the instrumented program computes eagerly on the same input (taps.json `eager_ranges`). A
 precision's rounding, and the faults this tool injects (scale 1.5, offsets), stay well inside
-that factor; a weight's value range filed under an activation, or a zeroed buffer, do not. A value
-with no finite element is not refused (NaN is a numeric finding, not a misfiling).
+that factor; a weight's value range filed under an activation, or a zeroed buffer, do not. Then
+the value must agree with the tap's eager value (its sketch in taps.json,
+`stages.formats.executorch.tap_sketch`) by the precision's `agreement_db`: a value of another op
+with the same shape and spread (a neighbour's, a view of another tensor) does not. A value with no
+finite element is not refused (NaN is a numeric finding, not a misfiling).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import math
 from typing import Any
 
 import torch
+
+from stages.formats.executorch.tap_sketch import agreement_db, sketch
 
 SPREAD_FACTOR = 4.0
 _TINY = 1e-12
@@ -37,13 +42,23 @@ def finite_range(value: torch.Tensor) -> list[float] | None:
     return [float(finite.min()), float(finite.max())] if finite.numel() else None
 
 
-def refusal(value: torch.Tensor, tap: dict[str, Any], sample: int) -> str | None:
-    """Why `value` cannot belong to the ops `tap` files it under, or None when it can."""
+def refusal(
+    value: torch.Tensor, tap: dict[str, Any], sample: int, agreement: float | None = None
+) -> str | None:
+    """Why `value` cannot belong to the ops `tap` files it under, or None when it can.
+    `agreement`: the dB by which it must agree with the tap's eager value (its sketch)."""
     ops = ", ".join(tap.get("ops", ())) or tap.get("source", "?")
     if tuple(value.shape) != tuple(tap["shape"]):
         return f"shape {list(value.shape)} is not {ops}'s {list(tap['shape'])}"
     if str(value.dtype) != str(tap["dtype"]):
         return f"dtype {value.dtype} is not {ops}'s {tap['dtype']}"
+    return _spread_refusal(value, tap, sample, ops) or _sketch_refusal(
+        value, tap, sample, ops, agreement
+    )
+
+
+def _spread_refusal(value: torch.Tensor, tap: dict[str, Any], sample: int, ops: str) -> str | None:
+    """The value's spread is not within SPREAD_FACTOR of the eager value's."""
     ranges = tap.get("eager_ranges") or []
     eager = ranges[sample] if sample < len(ranges) else None
     seen = finite_range(dequantized(value, tap))
@@ -60,3 +75,31 @@ def refusal(value: torch.Tensor, tap: dict[str, Any], sample: int) -> str | None
             f"program run eagerly: more than {SPREAD_FACTOR:g}x apart"
         )
     return None
+
+
+def tap_agreement_db(value: torch.Tensor, tap: dict[str, Any], sample: int) -> float | None:
+    """How closely (dB, estimated from sketches) the runtime's value agrees with the tap's value
+    in the instrumented program run eagerly; None when taps.json holds no sketch for it."""
+    sketches = tap.get("eager_sketches") or []
+    eager = sketches[sample] if sample < len(sketches) else None
+    if eager is None:
+        return None
+    return agreement_db(eager, sketch(dequantized(value, tap), str(tap["source"])))
+
+
+def _sketch_refusal(
+    value: torch.Tensor, tap: dict[str, Any], sample: int, ops: str, agreement: float | None
+) -> str | None:
+    """The value is not the eager value of its tap: another tensor filed under it. A value with a
+    non-finite element is left to the comparison (NaN where the eager value has none is a
+    finding of the kernel, not a misfiling)."""
+    if not bool(torch.isfinite(dequantized(value, tap)).all()):
+        return None
+    got = tap_agreement_db(value, tap, sample)
+    if got is None or agreement is None or got >= agreement:
+        return None
+    return (
+        f"it agrees with {ops}'s value in the instrumented program run eagerly by {got:.1f} dB "
+        f"(sample {sample}), where its own value agrees by {agreement:g} dB or more: it is "
+        "another tensor's value"
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from stages.formats.etdump.records import (
 )
 from stages.formats.etrecord_types import TAP_IDENTIFIER
 from stages.run.executorch.runtime import METHOD, ExecuTorchRun, as_program_inputs, load_module
-from stages.run.executorch.tap_checks import dequantized, refusal
+from stages.run.executorch.tap_checks import dequantized, refusal, tap_agreement_db
 from stages.safe_io.json_text import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -144,16 +145,20 @@ def _run_tapped(
 
 
 def _sample_events(
-    taps: list[dict[str, Any]], flat: list[torch.Tensor], sample: int, payload: DebugBufferWriter
-) -> tuple[list[tuple[Event, set[int]]], list[dict[str, Any]]]:
-    """The accepted taps of one sample as debug events (with the instructions they follow), and
-    the refused ones with reasons."""
-    events, refused = [], []
+    taps: list[dict[str, Any]],
+    flat: list[torch.Tensor],
+    sample: int,
+    payload: DebugBufferWriter,
+    agreement: float | None,
+) -> tuple[list[tuple[Event, set[int]]], list[dict[str, Any]], list[float]]:
+    """The accepted taps of one sample as debug events (with the instructions they follow), the
+    refused ones with reasons, and how closely each accepted one agrees with its eager value."""
+    events, refused, agreements = [], [], []
     for tap in taps:
         index = int(tap["output_index"])
         value = flat[index] if index < len(flat) else None
         reason = "the program returned no such output" if value is None else None
-        reason = reason or refusal(value, tap, sample)  # type: ignore[arg-type]
+        reason = reason or refusal(value, tap, sample, agreement)  # type: ignore[arg-type]
         if reason is not None:
             refused.append(
                 {"source": tap["source"], "ops": tap["ops"], "sample": sample, "reason": reason}
@@ -161,7 +166,33 @@ def _sample_events(
             continue
         event = _event(tap, _append(payload, dequantized(value, tap)))  # type: ignore[arg-type]
         events.append((event, {int(i) for i in tap.get("logged_by", ())}))
-    return events, refused
+        agreed = tap_agreement_db(value, tap, sample)  # type: ignore[arg-type]
+        if agreed is not None:
+            agreements.append(agreed)
+    return events, refused, agreements
+
+
+def _finite_or_none(value: float) -> float | None:
+    """A figure for JSON: None where it is not finite (every value agreed exactly, or none)."""
+    return round(value, 2) if math.isfinite(value) else None
+
+
+def _log_in_capture_block(
+    blocks: list[RunData], sample: int, events: list[tuple[Event, set[int]]]
+) -> None:
+    """Place a sample's accepted tap events in its capture block (a new one if it has none)."""
+    at = next(
+        (
+            i
+            for i, b in enumerate(blocks)
+            if b.name == CAPTURE_BLOCK and b.bundled_input_index == sample
+        ),
+        None,
+    )
+    if at is None:
+        blocks.append(RunData(CAPTURE_BLOCK, sample, [], [e for e, _ in events]))
+    else:
+        blocks[at] = replace(blocks[at], events=_placed(list(blocks[at].events), events))
 
 
 def add_taps(
@@ -181,22 +212,15 @@ def add_taps(
     blocks = list(run.etdump.run_data)
     refused: list[dict[str, Any]] = []
     accepted = 0
+    agreements: list[float] = []
     for sample, flat in enumerate(results):
-        events, rejected = _sample_events(taps, flat, sample, payload)
+        events, rejected, agreed = _sample_events(
+            taps, flat, sample, payload, manifest.get("agreement_db")
+        )
+        agreements += agreed
         refused += rejected
         accepted += len(events)
-        at = next(
-            (
-                i
-                for i, b in enumerate(blocks)
-                if b.name == CAPTURE_BLOCK and b.bundled_input_index == sample
-            ),
-            None,
-        )
-        if at is None:
-            blocks.append(RunData(CAPTURE_BLOCK, sample, [], [e for e, _ in events]))
-        else:
-            blocks[at] = replace(blocks[at], events=_placed(list(blocks[at].events), events))
+        _log_in_capture_block(blocks, sample, events)
     for item in refused:
         log.warning(
             "[run] tapped value of %s refused, not compared: %s",
@@ -211,6 +235,10 @@ def add_taps(
         mode="tap",
         taps=len(taps),
         tapped_values_logged=accepted,
+        eager_agreement_db={
+            "required": manifest.get("agreement_db"),
+            "lowest_accepted": _finite_or_none(min(agreements, default=math.inf)),
+        },
         refused=refused,
         final_outputs=finals,
         changed_what_ran=bool(record.get("changed_what_ran")) or not finals["bit_equal"],

@@ -1,0 +1,99 @@
+"""Each tapped value is proven to be its tap's: on the blocks people ship (conv + BatchNorm +
+activation, squeeze-excitation, hardswish, chunk/getitem/cat/shuffle) at int8 and fp16 on
+ExecuTorch's XNNPACK, every runtime value agrees with the instrumented program run eagerly (the
+whole tensors compared here, the sketches in the product) by the precision's bound, and another
+tensor's values in a tap's shape, dtype and spread are refused and named."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.helpers.block_patterns import PATTERNS, with_batchnorm_statistics
+
+pytestmark = [pytest.mark.executorch, pytest.mark.timeout(600)]
+SHAPE = (1, 3, 16, 16)
+
+
+def _snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
+    reference, other = reference.detach().double(), other.detach().double()
+    noise = float((reference - other).pow(2).sum())
+    return float("inf") if noise == 0 else 10 * torch.log10(reference.pow(2).sum() / noise).item()
+
+
+def _tapped(name: str, precision: str, tmp_path: Path) -> tuple[dict[str, Any], list[Any], Any]:
+    """taps.json, the runtime's outputs and the eager instrumented program's outputs."""
+    pytest.importorskip("executorch.exir", reason="needs the executorch extra")
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.devtools.intermediate_output_tap import FULL_TENSOR, tap_intermediate_outputs_
+    from executorch.exir import to_edge_transform_and_lower
+
+    from stages.formats.artifacts import ArtifactName
+    from stages.lower.executorch.precision import as_runtime_inputs, program_at_precision
+    from stages.lower.executorch.tap import lower_tapped
+    from stages.lower.unlifted_module import unlifted_module
+    from stages.run.executorch.taps import _run_tapped
+
+    model = with_batchnorm_statistics(PATTERNS[name](), SHAPE)
+    x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(1))
+    program = program_at_precision(torch.export.export(model, (x,)), precision, [(x,)])
+    sample = as_runtime_inputs((x,), precision)
+    plain = to_edge_transform_and_lower(
+        copy.deepcopy(program), partitioner=[XnnpackPartitioner()], generate_etrecord=True
+    ).to_executorch()
+    _, manifest_path, _ = lower_tapped(
+        program,
+        plain.get_etrecord(),
+        plain.buffer,
+        [XnnpackPartitioner()],
+        [sample],
+        tmp_path,
+        to_edge_transform_and_lower,
+        precision,
+    )
+    manifest = json.loads(manifest_path.read_text())
+    runtime = _run_tapped((tmp_path / ArtifactName.TAP_PROGRAM).read_bytes(), "tapped", [(x,)])[0]
+    sources = {t["source"] for t in manifest["taps"]}
+    eager_program, specs = tap_intermediate_outputs_(
+        copy.deepcopy(program), rules=[(lambda n: n.name in sources, FULL_TENSOR)]
+    )
+    flat = torch.utils._pytree.tree_flatten(unlifted_module(eager_program)(*sample))[0]
+    eager = {s.node_name: flat[int(s.output_index)] for s in specs}
+    return manifest, runtime, eager
+
+
+CASES = [(name, "int8") for name in sorted(PATTERNS)] + [("squeeze_excite", "fp16")]
+
+
+@pytest.mark.parametrize(("name", "precision"), CASES)
+def test_every_tap_is_its_eager_value_and_another_tensors_is_refused(
+    name: str, precision: str, tmp_path: Path
+) -> None:
+    from stages.run.executorch.tap_checks import dequantized, refusal
+
+    manifest, runtime, eager = _tapped(name, precision, tmp_path)
+    required = float(manifest["agreement_db"])
+    taps = manifest["taps"]
+    assert taps
+    for tap in taps:
+        value = runtime[tap["output_index"]]
+        whole = _snr_db(dequantized(eager[tap["source"]], tap), dequantized(value, tap))
+        assert whole >= required, (tap["ops"], whole)  # the bound holds on true taps
+        assert refusal(value, tap, 0, required) is None, tap["ops"]
+    # Another tensor's values in this tap's shape, dtype and spread (its own values in another
+    # layout, as a value of another op viewed in this shape would be): refused and named.
+    misfiled = 0
+    for tap in taps:
+        value = runtime[tap["output_index"]]
+        other = value.flip(-1)
+        if _snr_db(dequantized(value, tap), dequantized(other, tap)) > 10:
+            continue  # its layout hardly changes it (a constant, a 1x1 map): nothing to tell
+        reason = refusal(other, tap, 0, required)
+        assert reason is not None and ", ".join(tap["ops"]) in reason, (tap["ops"], reason)
+        misfiled += 1
+    assert misfiled, "no tap of this block changes under another layout"

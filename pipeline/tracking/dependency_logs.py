@@ -2,15 +2,19 @@
 
 Third-party noise (ExecuTorch's and torch's FutureWarnings, torch's pytree notices, torchao's
 warnings, the ExecuTorch runtime's `cpuinfo_utils` lines) says nothing about the user's model:
-it is kept in the run's log file and left out of the terminal. Errors always reach the terminal.
+it is kept in the run's log file and left out of the terminal, as are our own per-item details
+(`stages.log_details`) and MLflow's artifact progress bars. Errors always reach the terminal.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import sysconfig
+
+from stages.log_details import is_log_file_only
 
 # Loggers whose INFO lines describe a dependency's internals (MLflow creating its sqlite schema).
 _CHATTY = ("mlflow.store.db.utils", "alembic", "alembic.runtime.migration")
@@ -23,10 +27,18 @@ _THIRD_PARTY_ROOTS = tuple(
 )
 
 
+# MLflow draws a tqdm bar ("Downloading artifacts", "Uploading artifacts") on stderr for every
+# artifact transfer: a sweep's comparison and a search print one per trial. Off unless set.
+PROGRESS_BAR_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+
 def quiet_dependency_logs() -> None:
-    """Raise the chatty dependency loggers to WARNING (their warnings and errors still show)."""
+    """Raise the chatty dependency loggers to WARNING (their warnings and errors still show);
+    MLflow's artifact progress bars off (MLflow reads the variable at each transfer; a value
+    the user set is kept)."""
     for name in _CHATTY:
         logging.getLogger(name).setLevel(logging.WARNING)
+    os.environ.setdefault(PROGRESS_BAR_ENV, "false")
 
 
 def is_dependency_noise(record: logging.LogRecord) -> bool:
@@ -44,11 +56,12 @@ def is_dependency_noise(record: logging.LogRecord) -> bool:
 
 
 class LogFileOnly(logging.Filter):
-    """On a terminal handler: dependency noise is written to the root logger's log files
-    instead (unless the record reaches them anyway) and not printed."""
+    """On a terminal handler: dependency noise, and our own details for the log file
+    (`stages.log_details`), are written to the root logger's log files instead (unless the
+    record reaches them anyway) and not printed."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not is_dependency_noise(record):
+        if not (is_dependency_noise(record) or is_log_file_only(record)):
             return True
         if not _reaches_root(record.name):
             for handler in logging.getLogger().handlers:

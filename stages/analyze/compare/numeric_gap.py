@@ -16,7 +16,7 @@ from stages.analyze.compare.comparators import Comparator
 from stages.analyze.compare.expected_error import PrecisionEmulation, constant_placeholders
 from stages.analyze.compare.gap.control_flow import cond_record, mark_flips
 from stages.analyze.compare.gap.groups import GapGroup, RuntimeOutput, anchor_finder, build_groups
-from stages.analyze.compare.gap.rows import GapRow, Slot, build_rows, group_slots
+from stages.analyze.compare.gap.rows import GapRow, Slot, build_rows, group_slots, say_fallbacks
 from stages.analyze.compare.reference_stream import max_abs_ranges_streamed
 from stages.analyze.compare.sample_walk import SampleWalk, WalkStats, note_peak
 from stages.analyze.compare.walk_plan import plan_walk
@@ -67,9 +67,8 @@ def numeric_gap_and_flow(
     record_of = {site.node: record for site, record in zip(sites, records, strict=True)}
     order = node_order(graph, sites)
     groups, topo = build_groups(outputs, graph, order)
-    emulation = _emulation(program, samples if calibration is None else calibration, precision)
-    if emulation is not None and qparams:
-        emulation.qparams = qparams
+    calibrated_on = samples if calibration is None else calibration
+    emulation = _emulation(program, calibrated_on, precision, qparams)
     walks = _sample_walks(program, samples, outputs, groups)
     plan = plan_walk(order, topo, sites, groups, release_values)
     options = (comparators, tie_tolerance, emulation, floor_units)
@@ -95,6 +94,7 @@ def numeric_gap_and_flow(
     }
     rows += build_rows(groups, topo, missing, *options)
     rows.sort(key=lambda r: (r.group, r.output_index))
+    say_fallbacks(rows, precision)
     mark_flips(rows, groups, sites, records)
     return groups, rows, records
 
@@ -122,11 +122,15 @@ def _emulation(
     program: ExportedProgram,
     samples: Sequence[Sequence[torch.Tensor]],
     precision: str | None,
+    qparams: Mapping[str, QParams] | None = None,
 ) -> PrecisionEmulation | None:
-    """The precision emulation of the expected error; int8 scales from the reference values."""
+    """The precision emulation of the expected error; int8 scales from the reference values
+    (and a PT2E program's own `qparams`, when given)."""
     if precision is None:
         return None
     emulation = PrecisionEmulation(precision, constant_placeholders(program))
+    if qparams:
+        emulation.qparams = qparams
     if precision == "int8":  # as the lower stage calibrates: over every representative input
         max_abs_ranges_streamed(program, samples, emulation.ranges)
     return emulation

@@ -27,6 +27,7 @@ from stages.run.executorch.runtime import (
     debug_buffer_size,
 )
 from stages.run.generation import GenerationRun, captures
+from stages.run.native_stderr import first_native_call_to_log
 
 Sample = tuple[torch.Tensor, ...]
 
@@ -42,7 +43,8 @@ def _steps(
     """Every step on the timed module; the tokens, captured steps' inputs and each step's logits."""
     run, logits, inputs = GenerationRun(), [], prompt
     for step in range(steps):
-        outputs = _tensors(module.run_method(METHOD, tuple(inputs)))  # type: ignore[attr-defined]
+        with first_native_call_to_log():
+            outputs = _tensors(module.run_method(METHOD, tuple(inputs)))  # type: ignore[attr-defined]
         if capture and captures(step, cfg):
             run.captured.append((step, inputs))
         logits.append(outputs[0][:, -1].contiguous())
@@ -82,7 +84,8 @@ def run_generation_program(
     """The generation in ExecuTorch's runtime, in our ETDump layout (see the module docstring)."""
     timed = _load(program, where)
     for _ in range(warmup):
-        timed.run_method(METHOD, tuple(prompt))
+        with first_native_call_to_log():  # the runtime's cpuinfo lines: the log file
+            timed.run_method(METHOD, tuple(prompt))
     run, logits = _steps(timed, prompt, 1 + cfg.new_tokens, cfg, capture)
     timed_dump, _ = _etdump_of(timed, debug_buffer=False)
     del timed  # its weights: the capture module loads its own

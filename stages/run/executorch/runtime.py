@@ -32,7 +32,7 @@ from stages.formats.etdump.writer import write_etdump
 from stages.handover.debug_buffer import write_debug_buffer
 from stages.progress_display import ProgressDisplay
 from stages.run.iteration_budget import IterationBudget
-from stages.run.native_stderr import native_stderr_to_log
+from stages.run.native_stderr import first_native_call_to_log, native_stderr_to_log
 
 log = logging.getLogger(__name__)
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
@@ -109,14 +109,16 @@ def run_program(
         )
         capture = False
     outputs: list[tuple[torch.Tensor, ...]] = []
-    with native_stderr_to_log():  # the runtime reads the CPU's details on its first calls
-        for index in range(warmup):
+    for index in range(warmup):
+        with first_native_call_to_log():  # the runtime reads the CPU's details on its first call
             timed.run_method(METHOD, tuple(samples[index % len(samples)]))
     with ProgressDisplay("run", budget.iterations) as progress:
         while budget.more():
-            started = time.perf_counter()
-            timed.run_method(METHOD, tuple(samples[budget.done % len(samples)]))
-            budget.record(time.perf_counter() - started)
+            with first_native_call_to_log():  # no warm-up (a search's trials): the first one
+                started = time.perf_counter()
+                timed.run_method(METHOD, tuple(samples[budget.done % len(samples)]))
+                elapsed = time.perf_counter() - started
+            budget.record(elapsed)
             progress.advance()
     timed_dump, _ = _etdump_of(timed, debug_buffer=False)
     executions = [b for b in timed_dump.run_data if b.name == TIMED_BLOCK]
@@ -128,7 +130,8 @@ def run_program(
     if capture:
         debug = _load(program, where, debug_buffer_size=debug_buffer_size(samples, len(program)))
         for sample in samples:
-            outputs.append(_tensors(debug.run_method(METHOD, tuple(sample))))
+            with first_native_call_to_log():
+                outputs.append(_tensors(debug.run_method(METHOD, tuple(sample))))
         capture_dump, payload = _etdump_of(debug, debug_buffer=True)
         captures = [b for b in capture_dump.run_data if b.name == TIMED_BLOCK]
         blocks += [_logged_values_only(b, i) for i, b in enumerate(captures)]

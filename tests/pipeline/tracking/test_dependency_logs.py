@@ -4,9 +4,13 @@ error still print."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
+import pytest
+
 from pipeline.tracking.dependency_logs import is_dependency_noise
+from stages.run import native_stderr
 from tests.helpers.cli_runner import run_module
 from tests.helpers.optional import require_executorch
 
@@ -27,9 +31,12 @@ def test_dependency_warnings_are_noise_ours_and_errors_are_not() -> None:
 
 
 def test_executorch_run_prints_no_third_party_warnings_and_logs_them(tmp_path: Path) -> None:
+    """Run as a search's trials run (no warm-up: the runtime's first call, which prints the
+    cpuinfo lines, is a timed one; issue 44 saw them on the terminal during searches)."""
     require_executorch()
     run_dir = tmp_path / "run"
     args = ["model=mlp", "backend=executorch_xnnpack", "tracking=none", f"hydra.run.dir={run_dir}"]
+    args += ["runtime.warmup=0", "runtime.iterations=1", "runtime.min_iterations=1"]
     proc = run_module("pipeline", *args, cwd=tmp_path, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
@@ -37,3 +44,20 @@ def test_executorch_run_prints_no_third_party_warnings_and_logs_them(tmp_path: P
         assert noise not in out, out
     log = (run_dir / "delegate-debugger.log").read_text()
     assert "FutureWarning" in log and "cpuinfo_utils" in log
+
+
+def test_the_first_native_call_of_a_process_is_captured_and_later_ones_are_not(
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What fd 2 receives during the process's first call goes to the log; after it, nothing is
+    captured (timed calls keep their cost)."""
+    monkeypatch.setattr(native_stderr, "_first_call_done", False)
+    with caplog.at_level(logging.INFO, logger="executorch.native"):
+        with native_stderr.first_native_call_to_log():
+            os.write(2, b"[cpuinfo_utils.cpp:71] Reading file /sys/devices/soc0/image_version\n")
+        with native_stderr.first_native_call_to_log():
+            os.write(2, b"a later line\n")
+    assert "cpuinfo_utils" in caplog.text and "cpuinfo_utils" not in capfd.readouterr().err
+    assert "a later line" not in caplog.text

@@ -23,8 +23,10 @@ from stages.analyze.compare.local_rerun import emulated_upstream, note_unobserve
 from stages.analyze.compare.sample_walk import SampleWalk
 from stages.analyze.compare.stand_ins import multi_output_nodes
 from stages.handles.debug_handles import DebugHandle, DelegateIdentifier
+from stages.log_details import log_file_only
 
 log = logging.getLogger(__name__)
+_details = log_file_only(__name__)  # per row: the log file; the terminal gets one line
 
 
 @dataclass
@@ -148,17 +150,36 @@ def _expected_pairs(
 
 
 def _said_fallback(row: GapRow, slot: Slot, group: GapGroup, precision: str) -> None:
-    """Warn that a row's expected error is only the precision's floor, and why."""
+    """Note that a row's expected error is only the precision's floor, and why (the log file
+    gets a line per row; the terminal one line per comparison, `say_fallbacks`)."""
     if not slot.exp_failed:
         return
     row.expected_fallback = slot.exp_failed
     ops = "+".join(n.name for n in group.nodes) or str(list(group.handles))
-    log.warning(
+    _details.info(
         "numeric_gap: the expected error of %s at %s is only the precision's floor (its verdict "
         "is stricter than the precision warrants): the emulated re-run failed (%s)",
         ops,
         precision,
         slot.exp_failed,
+    )
+
+
+def say_fallbacks(rows: Sequence[GapRow], precision: str | None) -> None:
+    """One warning for every row whose expected error fell back to the floor: how many, and
+    their distinct reasons (each row is in the log file and summary.json `expected_fallback`)."""
+    fallen = [r for r in rows if r.expected_fallback]
+    if not fallen:
+        return
+    reasons = list(dict.fromkeys(r.expected_fallback for r in fallen))
+    shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
+    log.warning(
+        "numeric_gap: the expected error of %d output(s) at %s is only the precision's floor "
+        "(their verdicts are stricter than the precision warrants): the emulated re-run failed "
+        "(%s); each is named in the log file and in summary.json (expected_fallback)",
+        len(fallen),
+        precision,
+        shown,
     )
 
 

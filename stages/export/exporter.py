@@ -17,6 +17,7 @@ from torch.utils import _pytree as pytree
 from stages.export.branch_sources import annotate_branch_sources
 from stages.export.debug_handle_pass import assign_debug_handles, missing_debug_handles
 from stages.export.input_mismatch import ModelInputsError, diagnose_inputs
+from stages.export.source_anchors import model_frames_kept
 from stages.handles.graph_handles import iter_operator_nodes, restore_debug_handles
 from stages.paused_gc import paused_gc
 
@@ -99,7 +100,7 @@ def export_model(
     try:
         # Tracing makes ~300,000 objects (ViT); cyclic collections meanwhile walked the tracer's
         # freshly imported modules again and again (0.16 s): they wait until it is done.
-        with _quiet_fake_tensor_errors(), paused_gc():
+        with _quiet_fake_tensor_errors(), paused_gc(), model_frames_kept(model):
             program = torch.export.export(
                 model, sample, strict=strict, dynamic_shapes=dynamic_shapes
             )

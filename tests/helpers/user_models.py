@@ -91,3 +91,29 @@ class NearThresholdCond(nn.Module):
 
 def make_near_threshold_cond():
     return NearThresholdCond()
+
+
+class ImplWrapped(nn.Module):
+    """torchvision's shape: `forward` only calls `self._forward_impl(x)`, which holds the ops
+    (torch.export keeps only `forward` frames unless told otherwise)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.fc = nn.Linear(8 * 6 * 6, 4)
+
+    def _forward_impl(self, x):
+        x = self.conv(x)
+        x = torch.flatten(x, 1)
+        return self.fc(x)
+
+    def forward(self, x):
+        return self._forward_impl(x)
+
+
+def make_impl_wrapped():
+    return ImplWrapped()
+
+
+IMPL_WRAPPED = ("model._target_=tests.helpers.user_models.make_impl_wrapped",)
+IMPL_WRAPPED_INPUTS = "model.inputs=[{shape:[1,3,8,8]}]"

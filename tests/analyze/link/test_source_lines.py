@@ -122,3 +122,30 @@ def test_a_hugging_face_op_points_into_the_modeling_file(tmp_path: Path) -> None
     assert all("zoo/hf.py" in user_source_line(t) for t in traces)  # the wrapper calling it
     owners = [owner_source_line(t) for t in traces]
     assert any("modeling_gpt2.py" in o and "self.c_attn(" in o for o in owners), owners
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["xnnpack", pytest.param("executorch_xnnpack", marks=pytest.mark.executorch)],
+)
+def test_an_op_a_helper_method_holds_points_at_its_own_line(backend: str, tmp_path: Path) -> None:
+    """torchvision's shape (`forward` returns `self._forward_impl(x)`): torch.export kept only
+    the `forward` frame, so a conv was shown at `return self._forward_impl(x)` (issue 44, a whole
+    MobileNet partition on ExecuTorch). The conv's own line is shown, for an op compared alone
+    (emulated) and for a partition compared whole and blamed at its first op (ExecuTorch)."""
+    if backend.startswith("executorch"):
+        pytest.importorskip("executorch.exir", reason="needs the executorch extra")
+    from omegaconf import open_dict
+
+    from pipeline.runner import run_pipeline
+    from tests.helpers.configs import compose_config
+    from tests.helpers.user_models import IMPL_WRAPPED, IMPL_WRAPPED_INPUTS
+
+    overrides = ["model=custom", *IMPL_WRAPPED, IMPL_WRAPPED_INPUTS, "tracking=none"]
+    overrides += [f"backend={backend}", "backend.fault.node=conv2d", "runtime.iterations=1"]
+    cfg = compose_config(tmp_path, [*overrides, "analyze.fail_exit_code=false"])
+    with open_dict(cfg):
+        cfg.run_dir = str(tmp_path / "run")
+    first = read_summary(run_pipeline(cfg, print_summary=False).run_dir)["first_divergence"]
+    assert first["op_names"][0] == "conv2d"
+    assert first["source_line"].endswith("in _forward_impl: x = self.conv(x)"), first

@@ -60,7 +60,10 @@ def per_precision(values: Mapping[Any, float], precision: str, option: str) -> f
 
 
 def _weight_arg(node: torch.fx.Node) -> Any:
-    """The weight operand of an int8 anchor op (what a backend quantizes per channel)."""
+    """The weight operand of an int8 anchor op (what a backend quantizes per channel); None for
+    other ops, Python callables among them (the `getitem` that picks a BatchNorm's output)."""
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return None
     name = op_name(node.target)
     if name not in ANCHORS:
         return None

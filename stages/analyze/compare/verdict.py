@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,31 @@ def metric_comparator(comparators: list[Comparator], metric: str) -> Comparator:
     )
 
 
+def unjudged(row: GapRow, margin: float | None) -> bool:
+    """A float output the expected rule cannot judge: the re-run that gives its expected error
+    failed (`expected_fallback`), so only the floor is known and a FAIL against it would blame
+    the precision's own error. A non-finite error (a NaN or inf the reference lacks) no
+    precision explains, so it is still judged."""
+    excess = row.budget.get(EXCESS_DB)
+    return (
+        margin is not None
+        and bool(row.expected_fallback)
+        and excess is not None
+        and math.isfinite(excess)
+    )
+
+
+def _unjudged_note(rows: Sequence[GapRow], margin: float | None) -> str:
+    """What the verdict could not judge and why (empty when it judged every output)."""
+    left = [r for r in rows if unjudged(r, margin)]
+    if not left:
+        return ""
+    return (
+        f"{len(left)} output(s) not evaluated: their expected error could not be computed "
+        f"({left[0].expected_fallback})"
+    )
+
+
 def row_diverged(
     row: GapRow,
     metric: str,
@@ -79,6 +105,8 @@ def row_diverged(
     if row.comparison != "float":
         return exact_errors(row.local or row.accumulated) > 0
     if margin is not None and EXCESS_DB in row.budget:
+        if unjudged(row, margin):
+            return False
         return crosses(row.budget[EXCESS_DB], margin, higher_is_better=False)
     value = row.local.get(metric, row.accumulated[metric])
     return crosses(value, threshold, higher_is_better)
@@ -103,9 +131,14 @@ def decide(
     ]
     first = min(diverged, key=lambda r: (r.topo_index, r.group, r.output_index), default=None)
     flips = "; ".join(f.message() for f in flows if f.flipped_samples)
+    unjudged_note = _unjudged_note(rows, margin)
     if first is None and not flips:
         compared = sum(1 for r in rows if r.accumulated)
-        done = f"{compared} outputs compared"
+        if unjudged_note and compared == sum(1 for r in rows if unjudged(r, margin)):
+            return Verdict(
+                NOT_EVALUATED, metric, threshold, better, None, 0, unjudged_note, "", margin
+            )
+        done = "; ".join(filter(None, (f"{compared} outputs compared", unjudged_note)))
         return Verdict(PASS, metric, threshold, better, None, 0, done, margin=margin)
     if first is None:
         return Verdict(FAIL, metric, threshold, better, None, 0, flips, "control_flow", margin)
@@ -114,17 +147,8 @@ def decide(
         if margin is not None
         else f"{len(diverged)} output(s) cross the threshold"
     )
-    return Verdict(
-        FAIL,
-        metric,
-        threshold,
-        better,
-        first,
-        len(diverged),
-        f"{crossing}; {flips}" if flips else crossing,
-        "numeric",
-        margin,
-    )
+    reason = "; ".join(filter(None, (crossing, flips, unjudged_note)))
+    return Verdict(FAIL, metric, threshold, better, first, len(diverged), reason, "numeric", margin)
 
 
 def finite(value: Any) -> Any:

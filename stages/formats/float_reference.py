@@ -11,7 +11,9 @@ op it serves, so no q/dq op is ever a row of its own.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -160,20 +162,26 @@ def plain_qparams(scale: object, zero: object, low: object, high: object) -> QPa
     return float(scale), zero_i, low_i, high_i
 
 
-def source_name(node: torch.fx.Node) -> str:
-    """The name the node had in the program it was made from: the root of its `from_node`
-    provenance, which torch records through `module()`, PT2E and re-export (a re-export numbers
-    names afresh, so `arange_1` there may be the fp32 program's `arange_2`), else its own."""
-    name, sources = node.name, node.meta.get("from_node")
+def provenance_names(node: torch.fx.Node) -> list[str]:
+    """The node's name, then the names along its `from_node` provenance, newest first, ending
+    at its root (torch records it through `module()`, PT2E, re-export and ExecuTorch's passes)."""
+    names, sources = [node.name], node.meta.get("from_node")
     for _ in range(64):  # a provenance chain is a few passes long; a hostile one is cut short
         if not isinstance(sources, list | tuple) or not sources:
             break
         source = sources[-1]
         found = getattr(source, "name", None)
         if isinstance(found, str) and found:
-            name = found
+            names.append(found)
         sources = getattr(source, "from_node", None)
-    return name
+    return names
+
+
+def source_name(node: torch.fx.Node) -> str:
+    """The name the node had in the program it was made from: the root of its `from_node`
+    provenance (a re-export numbers names afresh, so `arange_1` there may be the fp32 program's
+    `arange_2`), else its own."""
+    return provenance_names(node)[-1]
 
 
 def _same_op(reference: str, lowered: str) -> bool:
@@ -185,21 +193,74 @@ def _same_op(reference: str, lowered: str) -> bool:
     return ours[0] == theirs[0] and {ours[-1], theirs[-1]} == {"Tensor", "Scalar"}
 
 
-def _reference_match(ours: dict[str, torch.fx.Node], node: torch.fx.Node) -> torch.fx.Node | None:
-    """The reference op `node` was made from: by provenance when that names an op of the same
-    kind there, else by name."""
-    source = ours.get(source_name(node))
-    if source is not None and _same_op(_op(source.target), _op(node.target)):
+@dataclass
+class _Reference:
+    """The reference's ops by name and by provenance root, and what each lowered op matched."""
+
+    by_name: dict[str, torch.fx.Node]
+    by_root: dict[str, list[torch.fx.Node]] = field(default_factory=dict)
+    matched: dict[torch.fx.Node, torch.fx.Node] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, program: torch.export.ExportedProgram) -> _Reference:
+        ops = [n for n in program.graph_module.graph.nodes if n.op == "call_function"]
+        found = cls({n.name: n for n in ops})
+        for node in ops:
+            found.by_root.setdefault(source_name(node), []).append(node)
+        return found
+
+
+def _reference_match(ours: _Reference, node: torch.fx.Node) -> torch.fx.Node | None:
+    """The reference op `node` was made from. Both programs come from one traced graph, so the
+    op of the same kind with the same provenance root (one named along `node`'s provenance
+    when the root has several: a decomposition's pieces); else by name."""
+    kind = _op(node.target)
+    chain = provenance_names(node)
+    same = [r for r in ours.by_root.get(chain[-1], ()) if _same_op(_op(r.target), kind)]
+    named = [r for r in same if r.name in chain]
+    for found in (same, named):
+        if len(found) == 1:
+            return found[0]
+    source = ours.by_name.get(chain[-1])
+    if source is not None and _same_op(_op(source.target), kind):
         return source
-    return ours.get(node.name)
+    return ours.by_name.get(node.name)
+
+
+def _picked_output(ours: _Reference, node: torch.fx.Node) -> tuple[bool, torch.fx.Node | None]:
+    """For a `getitem` (an output of a multi-output op: a BatchNorm, a chunk's split): whether
+    it is one, and the reference's `getitem` of the same output of the op its source matched.
+    Names and provenance cannot tell getitems apart (each carries its source op's), and one
+    without a counterpart (an output the reference never reads) shares its op's handle anyway."""
+    if node.target is not operator.getitem or len(node.args) < 2:
+        return False, None
+    source = ours.matched.get(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+    if source is None:
+        return True, None
+    same = (
+        u for u in source.users if u.target is operator.getitem and u.args[1:2] == node.args[1:2]
+    )
+    return True, next(same, None)
+
+
+def _share_with_outputs(ours: _Reference) -> None:
+    """Each reference `getitem` of a handled multi-output op carries that op's handle, as the
+    export stage numbered them."""
+    for node in ours.by_name.values():
+        handle = node.meta.get(DEBUG_HANDLE_META)
+        if node.target is operator.getitem and handle is None and node.args:
+            source = node.args[0]
+            if isinstance(source, torch.fx.Node) and source.meta.get(DEBUG_HANDLE_META) is not None:
+                node.meta[DEBUG_HANDLE_META] = source.meta[DEBUG_HANDLE_META]
 
 
 def take_handles(
     reference: torch.export.ExportedProgram, lowered: torch.export.ExportedProgram, where: str
 ) -> torch.export.ExportedProgram:
-    """`reference` with the lowered program's handles on its same-named ops (others cleared)."""
-    ours = {n.name: n for n in reference.graph_module.graph.nodes if n.op == "call_function"}
-    for node in ours.values():
+    """`reference` with the lowered program's handles on the ops they were made from (others
+    cleared)."""
+    ours = _Reference.of(reference)
+    for node in ours.by_name.values():
         node.meta.pop(DEBUG_HANDLE_META, None)
     for node in lowered.graph_module.graph.nodes:
         handle = node.meta.get(DEBUG_HANDLE_META)
@@ -207,7 +268,10 @@ def take_handles(
             continue
         if not isinstance(handle, int):
             continue
-        match = _reference_match(ours, node)
+        picked, match = _picked_output(ours, node)
+        if picked and match is None:
+            continue
+        match = match or _reference_match(ours, node)
         if match is None or not _same_op(_op(match.target), _op(node.target)):
             found = "no such op" if match is None else _op(match.target)
             raise FloatReferenceError(
@@ -215,7 +279,9 @@ def take_handles(
                 f"{node.name} ({_op(node.target)}) has {found} there; pass the exported "
                 "program it was lowered from as analyze.exported_program"
             )
+        ours.matched[node] = match
         match.meta[DEBUG_HANDLE_META] = handle
+    _share_with_outputs(ours)
     return reference
 
 

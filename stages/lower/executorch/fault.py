@@ -10,6 +10,7 @@ its debug handle under the target op.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 from typing import Any
 
@@ -144,12 +145,17 @@ def _gated_operand(
 def name_fault_ops(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
     """The fault op, and the ops after it, named again after a re-export (int8, fp16) named
     them by their op (the fault's `mul` took the name of the next `mul`, which moved on): the
-    analysis matches the lowered program's ops to the fp32 program's by name."""
-    renames = []
+    analysis matches the lowered program's ops to the fp32 program's by name. `getitem` nodes
+    keep their names: a re-export gives them their multi-output op's meta (a BatchNorm's three
+    getitems all wanted its name, and ExecuTorch could not serialize the program)."""
+    renames, wanted_once = [], set()
     for node in program.graph_module.graph.nodes:
+        if node.target is operator.getitem:
+            continue  # a re-export copies its source op's meta, that op's name included
         custom = node.meta.get("custom") or {}
         wanted = custom.get(FAULT_META, custom.get(NAME_META))
-        if isinstance(wanted, str) and node.name != wanted:
+        if isinstance(wanted, str) and node.name != wanted and wanted not in wanted_once:
+            wanted_once.add(wanted)
             renames.append((node, node.name, wanted))
     moving = {node for node, _, _ in renames}
     kept = {n.name for n in program.graph_module.graph.nodes if n not in moving}

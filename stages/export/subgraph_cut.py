@@ -70,14 +70,29 @@ def _window(ops: list[torch.fx.Node], start: int, end: int) -> list[torch.fx.Nod
 
 
 def _constants(program: ExportedProgram) -> dict[str, torch.Tensor]:
-    found = {}
+    """Placeholder name → the program's weight, buffer or constant tensor; weights as
+    `nn.Parameter`s (no gradient), so the cut keeps them parameters."""
+    found: dict[str, torch.Tensor] = {}
     for spec in program.graph_signature.input_specs:
         if spec.kind.name == "USER_INPUT" or spec.target is None:
             continue
         value = program.state_dict.get(spec.target, program.constants.get(spec.target))
         if isinstance(value, torch.Tensor):
-            found[spec.arg.name] = value.detach()
+            plain = value.detach()
+            is_weight = spec.kind.name == "PARAMETER"
+            found[spec.arg.name] = torch.nn.Parameter(plain, False) if is_weight else plain
     return found
+
+
+def _register(root: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+    """A constant on the cut's module as the program held it: a weight stays a parameter.
+    torchao's conv-BatchNorm folding (PT2E at int8) writes the folded weight back as a
+    parameter of the conv weight's name, which a buffer of that name refuses ("attribute
+    'c_1' already exists")."""
+    if isinstance(value, torch.nn.Parameter):
+        root.register_parameter(name, torch.nn.Parameter(value.detach().clone(), False))
+    else:
+        root.register_buffer(name, value.clone())
 
 
 def cut_graph_module(
@@ -98,7 +113,7 @@ def cut_graph_module(
                 continue
             if arg.op == "placeholder" and arg.name in constants:
                 attr = f"c_{len(env)}"
-                root.register_buffer(attr, constants[arg.name].clone())
+                _register(root, attr, constants[arg.name])
                 env[arg] = graph.get_attr(attr)
             else:
                 env[arg] = graph.placeholder(f"in_{len(inputs)}")

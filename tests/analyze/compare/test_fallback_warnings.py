@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.tracking.dependency_logs import keep_dependency_noise_in_log_files
+from pipeline.tracking.dependency_logs import LogFileOnly
 from stages.analyze.compare.comparators import SNR
 from stages.analyze.compare.expected_error import PrecisionEmulation
 from stages.analyze.compare.gap.groups import GapGroup
@@ -27,12 +27,15 @@ def terminal_and_log_file(tmp_path: Path) -> Iterator[tuple[io.StringIO, Path]]:
     """The root logger as a pipeline run sets it up: a terminal handler and the run's log file,
     dependency noise and our per-item details kept off the terminal."""
     root, terminal, log_file = logging.getLogger(), io.StringIO(), tmp_path / "run.log"
-    handlers = [logging.StreamHandler(terminal), logging.FileHandler(log_file)]
+    handlers: list[logging.Handler] = [
+        logging.StreamHandler(terminal),
+        logging.FileHandler(log_file),
+    ]
+    handlers[0].addFilter(LogFileOnly())  # as keep_dependency_noise_in_log_files does
     level = root.level
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(logging.INFO)
-    keep_dependency_noise_in_log_files()
     try:
         yield terminal, log_file
     finally:

@@ -7,15 +7,18 @@ The tap's recorded shape and dtype must match exactly, and the spread of its fin
 the instrumented program computes eagerly on the same input (taps.json `eager_ranges`). A
 precision's rounding, and the faults this tool injects (scale 1.5, offsets), stay well inside
 that factor; a weight's value range filed under an activation, or a zeroed buffer, do not. Then
-the value must agree with the tap's eager value (its sketch in taps.json,
-`stages.formats.executorch.tap_sketch`) by the precision's `agreement_db`: a value of another op
-with the same shape and spread (a neighbour's, a view of another tensor) does not. A value with no
-finite element is not refused (NaN is a numeric finding, not a misfiling).
+a value that agrees with its own tap's eager value (its sketch in taps.json,
+`stages.formats.executorch.tap_sketch`) by less than the precision's `agreement_db` but with
+another tap's by that much is that tap's value, misfiled: refused, naming whose it is. One that
+agrees with no tap's is kept and compared: the runtime computes the op otherwise than the eager
+program, a finding (instrumentation.json `runtime_differs_from_eager`). A value with no finite element is not refused (NaN is a
+numeric finding, not a misfiling).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -43,18 +46,25 @@ def finite_range(value: torch.Tensor) -> list[float] | None:
 
 
 def refusal(
-    value: torch.Tensor, tap: dict[str, Any], sample: int, agreement: float | None = None
+    value: torch.Tensor,
+    tap: dict[str, Any],
+    sample: int,
+    agreement: float | None = None,
+    others: Sequence[dict[str, Any]] = (),
 ) -> str | None:
     """Why `value` cannot belong to the ops `tap` files it under, or None when it can.
-    `agreement`: the dB by which it must agree with the tap's eager value (its sketch)."""
+    `agreement`: the dB by which a tap's value agrees with its own eager value (its sketch);
+    `others`: the program's other taps, whose eager values a misfiled value is."""
     ops = ", ".join(tap.get("ops", ())) or tap.get("source", "?")
     if tuple(value.shape) != tuple(tap["shape"]):
         return f"shape {list(value.shape)} is not {ops}'s {list(tap['shape'])}"
     if str(value.dtype) != str(tap["dtype"]):
         return f"dtype {value.dtype} is not {ops}'s {tap['dtype']}"
-    return _spread_refusal(value, tap, sample, ops) or _sketch_refusal(
-        value, tap, sample, ops, agreement
-    )
+    spread = _spread_refusal(value, tap, sample, ops)
+    whose = _misfiled(value, tap, sample, agreement, others)
+    if spread and whose:
+        return f"{whose}; {spread}"
+    return whose or spread
 
 
 def _spread_refusal(value: torch.Tensor, tap: dict[str, Any], sample: int, ops: str) -> str | None:
@@ -87,19 +97,33 @@ def tap_agreement_db(value: torch.Tensor, tap: dict[str, Any], sample: int) -> f
     return agreement_db(eager, sketch(dequantized(value, tap), str(tap["source"])))
 
 
-def _sketch_refusal(
-    value: torch.Tensor, tap: dict[str, Any], sample: int, ops: str, agreement: float | None
+def _misfiled(
+    value: torch.Tensor,
+    tap: dict[str, Any],
+    sample: int,
+    agreement: float | None,
+    others: Sequence[dict[str, Any]],
 ) -> str | None:
-    """The value is not the eager value of its tap: another tensor filed under it. A value with a
-    non-finite element is left to the comparison (NaN where the eager value has none is a
-    finding of the kernel, not a misfiling)."""
-    if not bool(torch.isfinite(dequantized(value, tap)).all()):
+    """The value is another tap's eager value, not its own: it is refused, naming whose it is.
+    A value that agrees with no tap is kept for the comparison: the runtime computing an op
+    otherwise than the eager program (a kernel's error, NaN quantized its own way) is a finding."""
+    own = tap_agreement_db(value, tap, sample)
+    if own is None or agreement is None or own >= agreement:
         return None
-    got = tap_agreement_db(value, tap, sample)
-    if got is None or agreement is None or got >= agreement:
-        return None
-    return (
-        f"it agrees with {ops}'s value in the instrumented program run eagerly by {got:.1f} dB "
-        f"(sample {sample}), where its own value agrees by {agreement:g} dB or more: it is "
-        "another tensor's value"
-    )
+    for other in others:
+        if other is tap or int(_numel(other["shape"])) != value.numel():
+            continue
+        if str(other["dtype"]) != str(value.dtype):
+            continue
+        theirs = tap_agreement_db(value.reshape(other["shape"]), other, sample)
+        if theirs is not None and theirs >= agreement:
+            ops = ", ".join(tap.get("ops", ())) or tap.get("source", "?")
+            return (
+                f"it is {', '.join(other['ops'])}'s value (it agrees with that tap's eager value "
+                f"by {theirs:.1f} dB, with {ops}'s by {own:.1f} dB; sample {sample})"
+            )
+    return None
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return math.prod(int(d) for d in shape)

@@ -30,7 +30,11 @@ from stages.formats.etdump.records import (
 )
 from stages.formats.etrecord_types import TAP_IDENTIFIER
 from stages.run.executorch.runtime import METHOD, ExecuTorchRun, as_program_inputs, load_module
-from stages.run.executorch.tap_checks import dequantized, refusal, tap_agreement_db
+from stages.run.executorch.tap_checks import (
+    dequantized,
+    refusal,
+    tap_agreement_db,
+)
 from stages.safe_io.json_text import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -150,7 +154,7 @@ def _sample_events(
     sample: int,
     payload: DebugBufferWriter,
     agreement: float | None,
-) -> tuple[list[tuple[Event, set[int]]], list[dict[str, Any]], list[float]]:
+) -> tuple[list[tuple[Event, set[int]]], list[dict[str, Any]], list[tuple[dict[str, Any], float]]]:
     """The accepted taps of one sample as debug events (with the instructions they follow), the
     refused ones with reasons, and how closely each accepted one agrees with its eager value."""
     events, refused, agreements = [], [], []
@@ -158,7 +162,7 @@ def _sample_events(
         index = int(tap["output_index"])
         value = flat[index] if index < len(flat) else None
         reason = "the program returned no such output" if value is None else None
-        reason = reason or refusal(value, tap, sample, agreement)  # type: ignore[arg-type]
+        reason = reason or refusal(value, tap, sample, agreement, taps)  # type: ignore[arg-type]
         if reason is not None:
             refused.append(
                 {"source": tap["source"], "ops": tap["ops"], "sample": sample, "reason": reason}
@@ -168,8 +172,23 @@ def _sample_events(
         events.append((event, {int(i) for i in tap.get("logged_by", ())}))
         agreed = tap_agreement_db(value, tap, sample)  # type: ignore[arg-type]
         if agreed is not None:
-            agreements.append(agreed)
+            agreements.append((tap, agreed))
     return events, refused, agreements
+
+
+def _differing(
+    agreed: list[tuple[dict[str, Any], float]], sample: int, required: float | None
+) -> list[dict[str, Any]]:
+    """Accepted taps whose runtime value agrees with no tap's eager value by the bound: the
+    runtime computes these ops otherwise than the instrumented program run eagerly (compared,
+    and said, since a kernel's own error shows only this way)."""
+    if required is None:
+        return []
+    return [
+        {"ops": tap["ops"], "sample": sample, "agreement_db": round(db, 2)}
+        for tap, db in agreed
+        if db < float(required)
+    ]
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -213,11 +232,12 @@ def add_taps(
     refused: list[dict[str, Any]] = []
     accepted = 0
     agreements: list[float] = []
+    differs: list[dict[str, Any]] = []
+    required = manifest.get("agreement_db")
     for sample, flat in enumerate(results):
-        events, rejected, agreed = _sample_events(
-            taps, flat, sample, payload, manifest.get("agreement_db")
-        )
-        agreements += agreed
+        events, rejected, agreed = _sample_events(taps, flat, sample, payload, required)
+        agreements += [db for _, db in agreed]
+        differs += _differing(agreed, sample, required)
         refused += rejected
         accepted += len(events)
         _log_in_capture_block(blocks, sample, events)
@@ -238,6 +258,7 @@ def add_taps(
         eager_agreement_db={
             "required": manifest.get("agreement_db"),
             "lowest_accepted": _finite_or_none(min(agreements, default=math.inf)),
+            "runtime_differs_from_eager": differs,
         },
         refused=refused,
         final_outputs=finals,

@@ -48,35 +48,40 @@ def test_an_int8_tap_is_judged_and_logged_dequantized() -> None:
     assert refusal(torch.full((1, 4), -128, dtype=torch.int8), tap, 0) is not None
 
 
-def _sketched(eager: torch.Tensor, **changes: Any) -> dict[str, Any]:
+def _sketched(eager: torch.Tensor, source: str, ops: list[str]) -> dict[str, Any]:
     """A tap whose taps.json records `eager`'s sketch, as lower writes it."""
     from stages.formats.executorch.tap_sketch import sketch
 
-    shape = list(eager.shape)
     spread = [[float(eager.min()), float(eager.max())]]
-    return _tap(shape=shape, eager_ranges=spread, eager_sketches=[sketch(eager, "relu")]) | changes
-
-
-def test_another_tensor_with_the_same_shape_and_spread_is_refused_by_its_sketch() -> None:
-    torch.manual_seed(0)
-    eager = torch.randn(1, 4, 16, 16)
-    tap = _sketched(eager)
-    # the runtime's own value: int8/fp16 rounding agrees far above the bound
-    rounded = eager + 0.01 * torch.randn_like(eager)
-    assert refusal(rounded, tap, 0, 20.0) is None
-    # another op's values viewed in this shape (a reshape of a transposed neighbour): same
-    # shape, same dtype, same spread, so only the comparison with the eager value tells
-    other = eager.transpose(2, 3).contiguous()
-    reason = refusal(other, tap, 0, 20.0)
-    assert reason is not None and "another tensor's value" in reason and "conv2d, relu" in reason
-    # a value the fault made different (scale 1.5) is a finding the eager program shares: the
-    # instrumented program carries the fault, so its value is what the runtime returns
-    assert refusal(torch.full_like(eager, float("nan")), tap, 0, 20.0) is None
-    # taps.json of an earlier version (no sketch): judged by shape, dtype and spread alone
-    assert (
-        refusal(other, _tap(shape=[1, 4, 16, 16], eager_ranges=tap["eager_ranges"]), 0, 20.0)
-        is None
+    return _tap(
+        source=source,
+        ops=ops,
+        shape=list(eager.shape),
+        eager_ranges=spread,
+        eager_sketches=[sketch(eager, source)],
     )
+
+
+def test_another_taps_value_is_refused_naming_it_and_an_unmatched_one_is_kept() -> None:
+    torch.manual_seed(0)
+    mine, theirs = torch.randn(1, 4, 16, 16), torch.randn(1, 16, 16, 4)
+    tap = _sketched(mine, "relu", ["conv2d", "relu"])
+    other = _sketched(theirs, "view_8", ["view_8"])
+    taps = [tap, other]
+    # the runtime's own value: int8/fp16 rounding agrees far above the bound
+    rounded = mine + 0.01 * torch.randn_like(mine)
+    assert refusal(rounded, tap, 0, 20.0, taps) is None
+    # another tap's value viewed in this shape (GPT-2's view_8 under view_6): same dtype and
+    # spread, and it is that tap's eager value: refused, naming whose it is
+    reason = refusal(theirs.reshape(1, 4, 16, 16), tap, 0, 20.0, taps)
+    assert reason is not None and "it is view_8's value" in reason, reason
+    # a value that is no tap's (a kernel computing the op wrongly): kept, so it is compared
+    wrong = mine.transpose(2, 3).contiguous()
+    assert refusal(wrong, tap, 0, 20.0, taps) is None
+    assert refusal(torch.full_like(mine, float("nan")), tap, 0, 20.0, taps) is None
+    # taps.json of an earlier version (no sketch): judged by shape, dtype and spread alone
+    old = _tap(shape=[1, 4, 16, 16], eager_ranges=tap["eager_ranges"])
+    assert refusal(theirs.reshape(1, 4, 16, 16), old, 0, 20.0, [old]) is None
 
 
 def test_the_sketch_estimates_the_whole_tensors_snr() -> None:

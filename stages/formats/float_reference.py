@@ -5,7 +5,9 @@ weights) or half. Comparing against it would hide what the precision costs, so w
 program it was made from is at hand, that program is the reference: each of its ops takes the
 debug handle of the same-named op of the lowered program, and a handle that only
 quantize/dequantize ops carry (a weight's dequantize, an input's quantize) is attributed to the
-op it serves, so no q/dq op is ever a row of its own.
+op it serves, so no q/dq op is ever a row of its own. An op the lowered program folded into the op
+before it (a BatchNorm into its convolution at int8) shares that op's handle, so the value the
+folded kernel computes is compared with the folded op's output.
 """
 
 from __future__ import annotations
@@ -281,8 +283,71 @@ def take_handles(
             )
         ours.matched[node] = match
         match.meta[DEBUG_HANDLE_META] = handle
+    _fold_into_producers(ours)
     _share_with_outputs(ours)
     return reference
+
+
+# Ops PT2E and ExecuTorch fold into the op before them (a BatchNorm into its convolution's
+# weights): the lowered program has no node of theirs, and its producer's value is theirs.
+FOLDED_OPS = ("batch_norm",)
+# Node meta of the reference: on a folded op, the name of the op it was folded into (whose
+# quantization its value gets); on that op, True: its own value is never materialized.
+FOLDED_INTO_META = "delegate_debugger_folded_into"
+FOLDS_NEXT_META = "delegate_debugger_folds_next"
+
+
+def _fold_into_producers(ours: _Reference) -> None:
+    """A reference op the lowered program folded away takes the handle of the op it was folded
+    into (its first input's producer, whose only user it is), so that handle's group ends at
+    its output: a tap of the folded conv holds the BatchNorm's value and is compared with it.
+    Folded means the lowered op matched to its consumer reads the producer's lowered op
+    directly (through quantize/dequantize only); anything between them (a fault's op, a
+    decomposed BatchNorm) leaves the handles as they are."""
+    lowered_of = {ref: low for low, ref in ours.matched.items()}
+    for node in ours.by_name.values():
+        if node.meta.get(DEBUG_HANDLE_META) is not None or not node.args:
+            continue
+        if not any(kind in _op(node.target) for kind in FOLDED_OPS):
+            continue
+        producer = node.args[0]
+        if not isinstance(producer, torch.fx.Node) or len(producer.users) != 1:
+            continue
+        handle = producer.meta.get(DEBUG_HANDLE_META)
+        folded_into = lowered_of.get(producer)
+        if handle is None or folded_into is None:
+            continue
+        consumers = [lowered_of.get(user) for user in _value_users(node)]
+        if any(c is not None and folded_into in _read_through_qdq(c) for c in consumers):
+            node.meta[DEBUG_HANDLE_META] = handle
+            node.meta[FOLDED_INTO_META] = source_name(folded_into)
+            producer.meta[FOLDS_NEXT_META] = True
+
+
+def _value_users(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The ops that read `node`'s value (through the `getitem` of a multi-output op)."""
+    found = []
+    for user in node.users:
+        if user.target is operator.getitem:
+            found.extend(user.users)
+        else:
+            found.append(user)
+    return found
+
+
+def _read_through_qdq(node: torch.fx.Node) -> set[torch.fx.Node]:
+    """The ops whose values `node` reads, looking through quantize/dequantize ops."""
+    found: set[torch.fx.Node] = set()
+    pending = [a for a in node.all_input_nodes]
+    for _ in range(64):  # a q/dq chain is two or three ops long
+        if not pending:
+            break
+        current = pending.pop()
+        if is_qdq(current):
+            pending.extend(current.all_input_nodes)
+        else:
+            found.add(current)
+    return found
 
 
 def remapped(handles: Iterable[int], remap: dict[int, int]) -> list[int]:

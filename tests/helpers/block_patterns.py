@@ -83,3 +83,8 @@ PATTERNS: dict[str, Callable[[], nn.Module]] = {
     "squeeze_excite": SqueezeExcite,
     "shuffle_unit": ShuffleUnit,
 }
+
+
+def make_block(name: str = "conv_bn_hardswish") -> nn.Module:
+    """A block of PATTERNS by name, BatchNorm statistics re-estimated (a model factory)."""
+    return with_batchnorm_statistics(PATTERNS[name](), (1, 3, 16, 16))

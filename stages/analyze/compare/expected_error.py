@@ -27,7 +27,12 @@ from stages.backends.precision_emulation import (
     round_to_precision,
 )
 from stages.closed_sets import Precision
-from stages.formats.float_reference import QParams, plain_qparams
+from stages.formats.float_reference import (
+    FOLDED_INTO_META,
+    FOLDS_NEXT_META,
+    QParams,
+    plain_qparams,
+)
 from stages.op_encoding import op_name
 
 # The relative step of each precision: one ulp at 1.0 (fp32, fp16), one int8 step of max |x|.
@@ -151,8 +156,11 @@ class PrecisionEmulation:
             return value
         scale = None
         if self.precision == Precision.int8:
-            if node.name in self.qparams:
-                return _fake_quantized(value.float(), self.qparams[node.name]).to(value.dtype)
+            if node.meta.get(FOLDS_NEXT_META):
+                return value  # folded with the op after it: the backend never stores this value
+            name = str(node.meta.get(FOLDED_INTO_META) or node.name)
+            if name in self.qparams:  # a folded op's value is quantized as its kernel's output
+                return _fake_quantized(value.float(), self.qparams[name]).to(value.dtype)
             top = self.ranges.get(node)
             if top is None:
                 finite = value.detach()[torch.isfinite(value)]

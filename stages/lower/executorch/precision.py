@@ -4,8 +4,8 @@ ExecuTorch's XNNPACK quantizer, fp16 as a half-precision re-export.
 int8: symmetric, per-channel weights, static activations calibrated on the representative inputs
 (`XNNPACKQuantizer` + `get_symmetric_quantization_config(is_per_channel=True)`, `prepare_pt2e`,
 one forward per sample, `convert_pt2e`, re-export). fp16: a copy of the program's module with its
-parameters and buffers in half precision, exported on half inputs; XNNPACK's partitioner takes
-fp16 ops as they are. The reference of the analysis stays the exported fp32 program.
+parameters and buffers in half precision and its float32 pins (casts, dtype arguments, metadata
+checks) in half, exported on half inputs; XNNPACK's partitioner takes fp16 ops as they are. The reference of the analysis stays the exported fp32 program.
 """
 
 from __future__ import annotations
@@ -92,11 +92,43 @@ def _quantized(
 def _half(
     program: torch.export.ExportedProgram, samples: Sequence[Sample]
 ) -> torch.export.ExportedProgram:
-    """The program's module with float parameters and buffers in half, exported on half inputs."""
-    module = unlifted_module(program).half()
+    """The program's module with float parameters and buffers in half, its float32 pins
+    retargeted to half (`pins_to_half`), exported on half inputs."""
+    module = pins_to_half(unlifted_module(program)).half()
     sample = as_runtime_inputs(samples[0], Precision.fp16)
     shapes = dynamic_shapes(program)
     return torch.export.export(module, sample, dynamic_shapes=shapes, strict=False)
+
+
+def pins_to_half(module: torch.nn.Module) -> torch.nn.Module:
+    """`module` (its graphs changed in place) with every float32 its ops name retargeted to
+    float16: the `_assert_tensor_metadata` checks a no-op `.float()` / `.to(x.dtype)` leaves at
+    export (Hugging Face rotary embeddings and RMSNorm pin float32 so), casts
+    (`_to_copy(dtype=float32)` of integer positions) and dtype arguments (factories, softmax).
+    The half program computes every float op in half, as a float32 pin left alone either fails
+    its check or mixes float32 into half ops."""
+    for graph_module in module.modules():
+        if not isinstance(graph_module, torch.fx.GraphModule):
+            continue
+        pins: list[torch.fx.Node] = []
+        for node in graph_module.graph.nodes:
+            if node.op == "call_function" and _pins_float32((node.args, node.kwargs)):
+                node.args = torch.fx.node.map_aggregate(node.args, _to_half)
+                node.kwargs = torch.fx.node.map_aggregate(node.kwargs, _to_half)
+                pins.append(node)
+        if pins:
+            graph_module.recompile()
+    return module
+
+
+def _to_half(value: Any) -> Any:
+    return torch.float16 if value is torch.float32 else value
+
+
+def _pins_float32(arguments: Any) -> bool:
+    found: list[Any] = []
+    torch.fx.node.map_aggregate(arguments, lambda v: found.append(v) if v is torch.float32 else v)
+    return bool(found)
 
 
 def dynamic_shapes(program: torch.export.ExportedProgram) -> tuple[Any, ...] | None:

@@ -326,7 +326,7 @@ def _fold_into_producers(ours: _Reference) -> None:
 
 def _value_users(node: torch.fx.Node) -> list[torch.fx.Node]:
     """The ops that read `node`'s value (through the `getitem` of a multi-output op)."""
-    found = []
+    found: list[torch.fx.Node] = []
     for user in node.users:
         if user.target is operator.getitem:
             found.extend(user.users)

@@ -157,8 +157,8 @@ def _said_fallback(row: GapRow, slot: Slot, group: GapGroup, precision: str) -> 
     row.expected_fallback = slot.exp_failed
     ops = "+".join(n.name for n in group.nodes) or str(list(group.handles))
     _details.info(
-        "numeric_gap: the expected error of %s at %s is only the precision's floor (its verdict "
-        "is stricter than the precision warrants): the emulated re-run failed (%s)",
+        "numeric_gap: the expected error of %s at %s could not be computed, so the verdict does "
+        "not judge it (not evaluated): the emulated re-run failed (%s)",
         ops,
         precision,
         slot.exp_failed,
@@ -174,9 +174,9 @@ def say_fallbacks(rows: Sequence[GapRow], precision: str | None) -> None:
     reasons = list(dict.fromkeys(r.expected_fallback for r in fallen))
     shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
     log.warning(
-        "numeric_gap: the expected error of %d output(s) at %s is only the precision's floor "
-        "(their verdicts are stricter than the precision warrants): the emulated re-run failed "
-        "(%s); each is named in the log file and in summary.json (expected_fallback)",
+        "numeric_gap: the expected error of %d output(s) at %s could not be computed, so the "
+        "verdict does not judge them (not evaluated): the emulated re-run failed (%s); each is "
+        "named in the log file and in summary.json (expected_fallback)",
         len(fallen),
         precision,
         shown,

@@ -5,15 +5,17 @@ holds when re-run in a fresh directory, and the reduce's op count. Each command 
 process in a fresh working directory (own MLflow store and stage cache; both the cold run and the
 search log to MLflow, as by default).
 
-    python benchmarks/bench_searches.py [--cases demo,conv,vit,executorch] [--kinds precision,delegation,reduce]
+    python benchmarks/bench_searches.py [--cases demo,conv,deep,vit,executorch] [--kinds precision,delegation,reduce]
         [--max-trials 40]            # smallest: --cases demo --kinds delegation --max-trials 4
+    python benchmarks/bench_searches.py --cases deep --max-trials 30   # issue 44.6
 
 Cases: demo (zoo: outlier_mlp int8 precision; mlp fault delegation and reduce), conv (unseen, in
 benchmarks/search_models.py: a conv net with an outlier channel, int8 precision; the same net with
-a fault on its second conv, delegation and reduce), vit (zoo: ViT int8 precision; a fault on
-matmul_3 at fp16, delegation and reduce; target: a trial costs <= 1/3 of a cold run), executorch
-(the demo's models on ExecuTorch's own XNNPACK delegate). Timings are wall clock on whatever else
-the machine runs: the load average is printed.
+a fault on its second conv, delegation and reduce), deep (zoo: deep_outlier_mlp, 122 ops, int8
+precision; target: a set of <= 5% of its ops within 30 trials), vit (zoo: ViT int8 precision; a
+fault on matmul_3 at fp16, delegation and reduce; target: a trial costs <= 1/3 of a cold run),
+executorch (the demo's models on ExecuTorch's own XNNPACK delegate). Timings are wall clock on
+whatever else the machine runs: the load average is printed. Trial counts are deterministic.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
 CONV = [
@@ -45,6 +49,9 @@ CASES: dict[str, list[tuple[str, list[str]]]] = {
         ("precision", [*CONV, "backend=xnnpack", "backend.precision=int8"]),
         ("delegation", [*CONV, "model.kwargs.outlier=1.0", "backend=qnn", *CONV_FAULT]),
         ("reduce", [*CONV, "model.kwargs.outlier=1.0", "backend=qnn", *CONV_FAULT]),
+    ],
+    "deep": [
+        ("precision", ["model=deep_outlier_mlp", "backend=xnnpack", "backend.precision=int8"]),
     ],
     "vit": [
         ("precision", ["model=vit", "backend=xnnpack", "backend.precision=int8"]),
@@ -125,6 +132,21 @@ def _result_ops(found: dict) -> int | None:
     return sum(len(v) for v in lists) if lists else None
 
 
+def _baseline_ops(found: dict) -> int | None:
+    """How many ops the baseline (the first trial) delegated: what a precision search chooses
+    from."""
+    log = found.get("trial_log") or []
+    return len(set(log[0].get("delegated_ops", []))) if log else None
+
+
+def _budget_db(sweep: Path) -> float | None:
+    """The accuracy budget the search held trials to (the sweep's composed config)."""
+    path = sweep / "multirun.yaml"
+    if not path.is_file():
+        return None
+    return float(OmegaConf.load(path).analyze.accuracy_budget.snr_db)
+
+
 def measure(kind: str, args: list[str], max_trials: int) -> dict:
     """One search and one cold run of the same model, each in its own fresh directory."""
     with tempfile.TemporaryDirectory(prefix="bench_search_") as tmp:
@@ -165,6 +187,10 @@ def measure(kind: str, args: list[str], max_trials: int) -> dict:
             "later_trial_s": later_trial_seconds(found),
             "later_trial_over_cold": _ratio(later_trial_seconds(found), cold_s),
             "result_ops": _result_ops(found),
+            "delegated_ops": _baseline_ops(found),
+            "budget_db": _budget_db(work / "sweep"),
+            "ranked_by": found.get("ranked_by"),
+            "verified_snr_db": (found.get("verified") or {}).get("min_snr_db"),
             "holds": _holds(kind, found, args, work),
             # search.max_trials ran out: the smallest set a trial proved (not shown minimal)
             "best_so_far": (found.get("best_so_far") or {}).get("overrides"),

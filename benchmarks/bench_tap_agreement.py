@@ -14,8 +14,6 @@ value flipped along its last axis, where that changes it). Counts, not timings.
 
 from __future__ import annotations
 
-import copy
-import json
 import math
 import sys
 import tempfile
@@ -26,9 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.helpers.block_patterns import PATTERNS, with_batchnorm_statistics
-
-SHAPE = (1, 3, 16, 16)
+from tests.helpers.block_patterns import PATTERNS
+from tests.helpers.tapped_blocks import tapped_block
 
 
 def _snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
@@ -40,49 +37,11 @@ def _snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
     return -math.inf if signal == 0 else 10 * math.log10(signal / noise)
 
 
-def _taps(name: str, precision: str, directory: Path) -> tuple[dict[str, Any], list[Any], Any]:
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.devtools.intermediate_output_tap import FULL_TENSOR, tap_intermediate_outputs_
-    from executorch.exir import to_edge_transform_and_lower
-
-    from stages.formats.artifacts import ArtifactName
-    from stages.lower.executorch.precision import as_runtime_inputs, program_at_precision
-    from stages.lower.executorch.tap import lower_tapped
-    from stages.lower.unlifted_module import unlifted_module
-    from stages.run.executorch.taps import _run_tapped
-
-    model = with_batchnorm_statistics(PATTERNS[name](), SHAPE)
-    x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(1))
-    program = program_at_precision(torch.export.export(model, (x,)), precision, [(x,)])
-    sample = as_runtime_inputs((x,), precision)
-    plain = to_edge_transform_and_lower(
-        copy.deepcopy(program), partitioner=[XnnpackPartitioner()], generate_etrecord=True
-    ).to_executorch()
-    _, manifest_path, _ = lower_tapped(
-        program,
-        plain.get_etrecord(),
-        plain.buffer,
-        [XnnpackPartitioner()],
-        [sample],
-        directory,
-        to_edge_transform_and_lower,
-        precision,
-    )
-    manifest = json.loads(manifest_path.read_text())
-    runtime = _run_tapped((directory / ArtifactName.TAP_PROGRAM).read_bytes(), "t", [(x,)])[0]
-    sources = {t["source"] for t in manifest["taps"]}
-    tapped, specs = tap_intermediate_outputs_(
-        copy.deepcopy(program), rules=[(lambda n: n.name in sources, FULL_TENSOR)]
-    )
-    flat = torch.utils._pytree.tree_flatten(unlifted_module(tapped)(*sample))[0]
-    return manifest, runtime, {s.node_name: flat[int(s.output_index)] for s in specs}
-
-
 def _row(name: str, precision: str) -> dict[str, Any]:
     from stages.run.executorch.tap_checks import dequantized, tap_agreement_db
 
     with tempfile.TemporaryDirectory() as directory:
-        manifest, runtime, eager = _taps(name, precision, Path(directory))
+        manifest, runtime, eager = tapped_block(name, precision, Path(directory))
     true, sketched, misfiled = [], [], []
     for tap in manifest["taps"]:
         value = runtime[tap["output_index"]]

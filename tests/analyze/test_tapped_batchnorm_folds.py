@@ -5,45 +5,34 @@ against its own BatchNorm), and a fault on that conv is still named there."""
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import DictConfig, open_dict
-
-from stages.formats.artifacts import ArtifactName
+from omegaconf import DictConfig
 
 pytestmark = [pytest.mark.executorch, pytest.mark.timeout(900)]
 
 
 def _run(make_cfg: Callable[..., DictConfig], tmp_path: Path, *overrides: str) -> dict[str, Any]:
     pytest.importorskip("executorch.exir", reason="needs the executorch extra")
-    from pipeline.runner import run_pipeline
+    from tests.helpers.executorch_runs import run_on_executorch
 
-    cfg = make_cfg(
+    summary, rows, _ = run_on_executorch(
+        make_cfg,
+        tmp_path / "run",
+        tmp_path / "cache",
         "model=custom",
         "model._target_=tests.helpers.block_patterns.make_block",
         "model.inputs=[{shape:[1,3,16,16]}]",
-        "backend=executorch_xnnpack",
         "backend.precision=int8",
         "runtime.observe=tap",
         "runtime.debug_level=intermediate_outputs",
-        "runtime.iterations=1",
-        "tracking=none",
-        "analyze.fail_exit_code=false",
-        f"cache_dir={tmp_path / 'cache'}",
         *overrides,
     )
-    with open_dict(cfg):
-        cfg.run_dir = str(tmp_path / "run")
-    run_dir = Path(run_pipeline(cfg, print_summary=False).run_dir)
-    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
-    with (run_dir / ArtifactName.NUMERIC_GAP_CSV).open() as fh:
-        summary["rows"] = list(csv.DictReader(fh))
-    return summary
+    return {**summary, "rows": rows}
 
 
 @pytest.mark.parametrize("block", ["conv_bn_hardswish", "squeeze_excite"])

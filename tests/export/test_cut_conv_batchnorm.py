@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 from torch import nn
 
 from stages.export.exporter import export_model
@@ -46,7 +46,6 @@ def test_a_conv_bn_cut_keeps_its_weights_parameters_and_lowers_at_int8(
     make_cfg: Callable[..., DictConfig], tmp_path: Path
 ) -> None:
     pytest.importorskip("executorch.exir", reason="needs the executorch extra")
-    from pipeline.runner import run_pipeline
 
     samples: list[tuple[torch.Tensor, ...]] = [(torch.randn(SHAPE),) for _ in range(2)]
     program = export_model(
@@ -61,19 +60,15 @@ def test_a_conv_bn_cut_keeps_its_weights_parameters_and_lowers_at_int8(
     kinds = {spec.target: spec.kind.name for spec in loaded.graph_signature.input_specs}
     assert {kinds[name] for name in ("c_1", "c_2")} == {"PARAMETER"}  # BatchNorm's affine
     assert "BUFFER" in kinds.values()  # its running statistics stay buffers
-    cfg = make_cfg(
+    from tests.helpers.executorch_runs import run_on_executorch
+
+    summary, _, run_dir = run_on_executorch(
+        make_cfg,
+        cut.directory,
+        tmp_path / "cache",
         "stages=[lower,run,analyze]",  # as a reduce trial runs a cut
-        "backend=executorch_xnnpack",
         "backend.precision=int8",
-        "runtime.iterations=2",
-        "tracking=none",
-        "analyze.fail_exit_code=false",
-        f"cache_dir={tmp_path / 'cache'}",
     )
-    with open_dict(cfg):
-        cfg.run_dir = str(cut.directory)
-    run_dir = Path(run_pipeline(cfg, print_summary=False).run_dir)
     lowering = json.loads((run_dir / ArtifactName.LOWERING_REPORT).read_text())
     assert {"conv2d", "relu"} <= set(lowering["delegated_ops"])  # BatchNorm folded into its conv
-    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
     assert summary["verdict"] == "pass", summary["verdict_reason"]

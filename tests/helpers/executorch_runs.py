@@ -15,6 +15,32 @@ from pipeline.runner import run_pipeline
 from stages.formats.artifacts import ArtifactName
 
 
+def run_on_executorch(
+    make_cfg: Callable[..., DictConfig],
+    run_dir: Path,
+    cache: Path,
+    *overrides: str,
+    backend: str = "executorch_xnnpack",
+) -> tuple[dict[str, Any], list[dict[str, str]], Path]:
+    """Run the pipeline in-process on `backend` into `run_dir` (no tracking, two iterations,
+    a FAIL verdict does not raise); its summary.json, numeric_gap.csv rows and run dir."""
+    cfg = make_cfg(
+        "tracking=none",
+        f"cache_dir={cache}",
+        f"backend={backend}",
+        "runtime.iterations=2",
+        "analyze.fail_exit_code=false",
+        *overrides,
+    )
+    with open_dict(cfg):
+        cfg.run_dir = str(run_dir)
+    done = Path(run_pipeline(cfg, print_summary=False).run_dir)
+    summary = json.loads((done / ArtifactName.SUMMARY_JSON).read_text())
+    gap_file = done / ArtifactName.NUMERIC_GAP_CSV
+    gaps = list(csv.DictReader(gap_file.open())) if gap_file.is_file() else []
+    return summary, gaps, done
+
+
 def run_tiny_mlp(
     tiny_cfg: Callable[..., DictConfig],
     tmp_path: Path,
@@ -22,19 +48,10 @@ def run_tiny_mlp(
     backend: str = "executorch_xnnpack",
 ) -> tuple[dict[str, Any], list[dict[str, str]], Path]:
     """Run model=mlp on `backend` with the overrides; a FAIL verdict does not raise."""
-    cfg = tiny_cfg(
-        "mlp",
-        "tracking=none",
-        f"cache_dir={tmp_path / 'cache'}",
-        f"backend={backend}",
-        "runtime.iterations=2",
-        "analyze.fail_exit_code=false",
+    return run_on_executorch(
+        lambda *more: tiny_cfg("mlp", *more),
+        tmp_path / "run",
+        tmp_path / "cache",
         *overrides,
+        backend=backend,
     )
-    with open_dict(cfg):
-        cfg.run_dir = str(tmp_path / "run")
-    run_dir = run_pipeline(cfg, print_summary=False).run_dir
-    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
-    gap_file = run_dir / ArtifactName.NUMERIC_GAP_CSV
-    gaps = list(csv.DictReader(gap_file.open())) if gap_file.is_file() else []
-    return summary, gaps, run_dir

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 from torch import nn
 
 from stages.formats.artifacts import ArtifactName
@@ -52,23 +52,18 @@ def conv_bn_stack(depth: int = 8) -> nn.Module:
 
 def _run(make_cfg: Callable[..., DictConfig], tmp_path: Path, *overrides: str) -> Path:
     pytest.importorskip("executorch.exir", reason=SKIP_REASON)
-    from pipeline.runner import run_pipeline
+    from tests.helpers.executorch_runs import run_on_executorch
 
-    cfg = make_cfg(
+    return run_on_executorch(
+        make_cfg,
+        tmp_path / "run",
+        tmp_path / "cache",
         "model=custom",
         f"model._target_={__name__}.conv_bn_stack",
         f"model.inputs={INPUTS}",
-        "backend=executorch_xnnpack",
         "backend.precision=int8",
-        "runtime.iterations=2",
-        "tracking=none",
-        "analyze.fail_exit_code=false",
-        f"cache_dir={tmp_path / 'cache'}",
         *overrides,
-    )
-    with open_dict(cfg):
-        cfg.run_dir = str(tmp_path / "run")
-    return Path(run_pipeline(cfg, print_summary=False).run_dir)
+    )[2]
 
 
 def _results(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:

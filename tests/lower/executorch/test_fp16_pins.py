@@ -7,14 +7,13 @@ program outputs)."""
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from stages.formats.artifacts import ArtifactName
 
@@ -62,30 +61,22 @@ def test_fp16_llama_lowers_runs_and_is_analysed_on_executorch_xnnpack(
 ) -> None:
     pytest.importorskip("transformers", reason="needs Hugging Face transformers: the hf extra")
     pytest.importorskip("executorch.exir", reason="needs the executorch extra")
-    from pipeline.runner import run_pipeline
+    from tests.helpers.executorch_runs import run_on_executorch
 
-    cfg = make_cfg(
+    summary, rows, run_dir = run_on_executorch(
+        make_cfg,
+        tmp_path / "run",
+        tmp_path / "cache",
         "model=custom",
         "model._target_=stages.export.zoo.hf.make",
         "+model.kwargs.arch=llama",
         f"model.inputs={TOKENS}",
-        "backend=executorch_xnnpack",
         "backend.precision=fp16",
         "runtime.observe=tap",
-        "runtime.iterations=2",
-        "tracking=none",
-        "analyze.fail_exit_code=false",
-        f"cache_dir={tmp_path / 'cache'}",
     )
-    with open_dict(cfg):
-        cfg.run_dir = str(tmp_path / "run")
-    run_dir = Path(run_pipeline(cfg, print_summary=False).run_dir)
     lowering = json.loads((run_dir / ArtifactName.LOWERING_REPORT).read_text())
     assert lowering["precision"] == "fp16" and lowering["partitions"]
-    summary = json.loads((run_dir / ArtifactName.SUMMARY_JSON).read_text())
     assert summary["verdict"] == "pass", summary["verdict_reason"]
-    with (run_dir / ArtifactName.NUMERIC_GAP_CSV).open() as fh:
-        rows = list(csv.DictReader(fh))
     assert len(rows) >= 20 and all(r["status"] == "ok" for r in rows)
     assert (
         summary["instrumentation"]["ops_with_rows"] == summary["instrumentation"]["ops_delegated"]

@@ -6,8 +6,6 @@ tap's value filed under a tap is refused, naming whose it is."""
 
 from __future__ import annotations
 
-import copy
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -15,10 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from tests.helpers.block_patterns import PATTERNS, with_batchnorm_statistics
+from tests.helpers.block_patterns import PATTERNS
 
 pytestmark = [pytest.mark.executorch, pytest.mark.timeout(600)]
-SHAPE = (1, 3, 16, 16)
 
 
 def _snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
@@ -30,42 +27,9 @@ def _snr_db(reference: torch.Tensor, other: torch.Tensor) -> float:
 def _tapped(name: str, precision: str, tmp_path: Path) -> tuple[dict[str, Any], list[Any], Any]:
     """taps.json, the runtime's outputs and the eager instrumented program's outputs."""
     pytest.importorskip("executorch.exir", reason="needs the executorch extra")
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.devtools.intermediate_output_tap import FULL_TENSOR, tap_intermediate_outputs_
-    from executorch.exir import to_edge_transform_and_lower
+    from tests.helpers.tapped_blocks import tapped_block
 
-    from stages.formats.artifacts import ArtifactName
-    from stages.lower.executorch.precision import as_runtime_inputs, program_at_precision
-    from stages.lower.executorch.tap import lower_tapped
-    from stages.lower.unlifted_module import unlifted_module
-    from stages.run.executorch.taps import _run_tapped
-
-    model = with_batchnorm_statistics(PATTERNS[name](), SHAPE)
-    x = torch.randn(SHAPE, generator=torch.Generator().manual_seed(1))
-    program = program_at_precision(torch.export.export(model, (x,)), precision, [(x,)])
-    sample = as_runtime_inputs((x,), precision)
-    plain = to_edge_transform_and_lower(
-        copy.deepcopy(program), partitioner=[XnnpackPartitioner()], generate_etrecord=True
-    ).to_executorch()
-    _, manifest_path, _ = lower_tapped(
-        program,
-        plain.get_etrecord(),
-        plain.buffer,
-        [XnnpackPartitioner()],
-        [sample],
-        tmp_path,
-        to_edge_transform_and_lower,
-        precision,
-    )
-    manifest = json.loads(manifest_path.read_text())
-    runtime = _run_tapped((tmp_path / ArtifactName.TAP_PROGRAM).read_bytes(), "tapped", [(x,)])[0]
-    sources = {t["source"] for t in manifest["taps"]}
-    eager_program, specs = tap_intermediate_outputs_(
-        copy.deepcopy(program), rules=[(lambda n: n.name in sources, FULL_TENSOR)]
-    )
-    flat = torch.utils._pytree.tree_flatten(unlifted_module(eager_program)(*sample))[0]
-    eager = {s.node_name: flat[int(s.output_index)] for s in specs}
-    return manifest, runtime, eager
+    return tapped_block(name, precision, tmp_path)
 
 
 def _same_values(one: torch.Tensor, other: torch.Tensor) -> bool:

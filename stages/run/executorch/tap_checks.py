@@ -51,17 +51,21 @@ def refusal(
     sample: int,
     agreement: float | None = None,
     others: Sequence[dict[str, Any]] = (),
+    own: float | None = None,
 ) -> str | None:
     """Why `value` cannot belong to the ops `tap` files it under, or None when it can.
     `agreement`: the dB by which a tap's value agrees with its own eager value (its sketch);
-    `others`: the program's other taps, whose eager values a misfiled value is."""
+    `others`: the program's other taps, whose eager values a misfiled value is; `own`: that
+    agreement when the caller has it (`tap_agreement_db`), else computed here."""
     ops = ", ".join(tap.get("ops", ())) or tap.get("source", "?")
     if tuple(value.shape) != tuple(tap["shape"]):
         return f"shape {list(value.shape)} is not {ops}'s {list(tap['shape'])}"
     if str(value.dtype) != str(tap["dtype"]):
         return f"dtype {value.dtype} is not {ops}'s {tap['dtype']}"
     spread = _spread_refusal(value, tap, sample, ops)
-    whose = _misfiled(value, tap, sample, agreement, others)
+    if own is None:
+        own = tap_agreement_db(value, tap, sample)
+    whose = _misfiled(value, tap, sample, (own, agreement), others)
     if spread and whose:
         return f"{whose}; {spread}"
     return whose or spread
@@ -101,13 +105,14 @@ def _misfiled(
     value: torch.Tensor,
     tap: dict[str, Any],
     sample: int,
-    agreement: float | None,
+    agreements: tuple[float | None, float | None],
     others: Sequence[dict[str, Any]],
 ) -> str | None:
     """The value is another tap's eager value, not its own: it is refused, naming whose it is.
     A value that agrees with no tap is kept for the comparison: the runtime computing an op
-    otherwise than the eager program (a kernel's error, NaN quantized its own way) is a finding."""
-    own = tap_agreement_db(value, tap, sample)
+    otherwise than the eager program (a kernel's error, NaN quantized its own way) is a finding.
+    `agreements`: the value's agreement with its own tap's eager value, and the bound."""
+    own, agreement = agreements
     if own is None or agreement is None or own >= agreement:
         return None
     for other in others:

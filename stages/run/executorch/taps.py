@@ -162,7 +162,8 @@ def _sample_events(
         index = int(tap["output_index"])
         value = flat[index] if index < len(flat) else None
         reason = "the program returned no such output" if value is None else None
-        reason = reason or refusal(value, tap, sample, agreement, taps)  # type: ignore[arg-type]
+        agreed = None if value is None else tap_agreement_db(value, tap, sample)
+        reason = reason or refusal(value, tap, sample, agreement, taps, agreed)  # type: ignore[arg-type]
         if reason is not None:
             refused.append(
                 {"source": tap["source"], "ops": tap["ops"], "sample": sample, "reason": reason}
@@ -170,7 +171,6 @@ def _sample_events(
             continue
         event = _event(tap, _append(payload, dequantized(value, tap)))  # type: ignore[arg-type]
         events.append((event, {int(i) for i in tap.get("logged_by", ())}))
-        agreed = tap_agreement_db(value, tap, sample)  # type: ignore[arg-type]
         if agreed is not None:
             agreements.append((tap, agreed))
     return events, refused, agreements

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stages.formats.artifacts import ArtifactName
+from stages.safe_io.csv_fields import read_dict_rows
 
 FAILED_JOB_MARKER = ".pipeline/job_failed.json"
 
@@ -40,8 +40,11 @@ class TrialOutcome:
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> TrialOutcome:
+        """The outcome a ledger recorded (a non-finite SNR written by name read back as a float)."""
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        outcome = cls(**{k: v for k, v in data.items() if k in known})
+        outcome.min_snr_db = _snr(outcome.min_snr_db)
+        return outcome
 
 
 def _snr(value: Any) -> float | None:
@@ -93,19 +96,19 @@ def read_outcome(number: int, overrides: list[str], job_dir: Path) -> TrialOutco
 
 def local_snr_by_op(job_dir: str) -> dict[str, float]:
     """Per op, the local SNR (dB) its group has in the trial's numeric_gap.csv (the lowest when
-    an op is in several groups); empty when the file is absent."""
+    an op is in several groups); empty when the file is absent. Read with fields as long as the
+    file (a large partition's row holds every op it covers)."""
     path = Path(job_dir) / ArtifactName.NUMERIC_GAP_CSV
     if not path.is_file():
         return {}
     found: dict[str, float] = {}
-    with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            try:
-                value = float(row.get("local_snr") or "nan")
-                ops = json.loads(row.get("fault_nodes") or "[]")
-            except ValueError:
-                continue
-            for op in ops if isinstance(ops, list) else []:
-                if value == value:  # not NaN
-                    found[str(op)] = min(found.get(str(op), value), value)
+    for row in read_dict_rows(path):
+        try:
+            value = float(row.get("local_snr") or "nan")
+            ops = json.loads(row.get("fault_nodes") or "[]")
+        except ValueError:
+            continue
+        for op in ops if isinstance(ops, list) else []:
+            if value == value:  # not NaN
+                found[str(op)] = min(found.get(str(op), value), value)
     return found

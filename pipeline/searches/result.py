@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.searches.outcomes import TrialOutcome
-from stages.safe_io.atomic_write import write_text_atomic
+from stages.safe_io.json_text import write_json_atomic
 
 SEARCH_JSON = "search.json"
 
@@ -60,7 +60,7 @@ def write_search_json(
         **found.extra,
         "trial_log": [t.record() for t in trials],
     }
-    write_text_atomic(path, json.dumps(data, indent=2, default=str))
+    write_json_atomic(path, data, indent=2, default=str)  # strict JSON: NaN and inf by name
     return path
 
 

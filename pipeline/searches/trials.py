@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline.searches.decibels import format_db
 from pipeline.searches.outcomes import TrialOutcome, clear_stale_outcome, read_outcome
-from stages.safe_io.atomic_write import write_text_atomic
+from stages.safe_io.json_text import write_json_atomic
 
 # A trial after the baseline is judged by its verdict or accuracy, never by its timings: one timed
 # execution and no warm-up (the baseline and the proving re-run keep the command's own).
@@ -86,7 +86,7 @@ class TrialRunner:
             return
         self.ledger.parent.mkdir(parents=True, exist_ok=True)
         trials = [o.record() for o in self.known.values()]
-        write_text_atomic(self.ledger, json.dumps({"trials": trials}, indent=1))
+        write_json_atomic(self.ledger, {"trials": trials}, indent=1)  # strict: NaN by name
 
     @property
     def spent(self) -> int:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+import math
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import ConfigValueError
+from stages.analyze.compare.task_accuracy import (
+    TARGET_OPTION,
+    TASK_OPTION,
+    task_option_problem,
+    task_target,
+)
+from stages.python_target import missing_target_name, split_file_target
 
 
 def check_analyze_options(cfg: DictConfig, stages: list[str]) -> None:
     """Every analyze rule a schema cannot express; raises ConfigValueError."""
     if "analyze" in stages:
         check_gap_metric(cfg)
+        check_task_options(cfg, Path.cwd())
 
 
 def check_gap_metric(cfg: DictConfig) -> None:
@@ -23,3 +34,49 @@ def check_gap_metric(cfg: DictConfig) -> None:
         f"analyze.gap_metric={analyze.gap_metric!s} is not among analyze.comparators={listed}; "
         "pick one of those, add it to analyze.comparators, or set analyze.custom_comparator"
     )
+
+
+def check_task_options(cfg: DictConfig, base_dir: Path) -> None:
+    """`analyze.task` is classification or a metric its source defines, `max_drop` comes with a
+    task and is a drop >= 0, `analyze.labels` names a file (relative paths from `base_dir`)."""
+    option = OmegaConf.to_container(cfg.analyze, resolve=True).get("task")  # type: ignore[union-attr]
+    problem = task_option_problem(option)
+    if problem:
+        raise ConfigValueError(problem)
+    target = task_target(option)
+    if target is not None:
+        _check_metric_defined(target, base_dir)
+    max_drop = cfg.analyze.accuracy_budget.get("max_drop")
+    if max_drop is not None and (option is None or (target is None and option != "classification")):
+        raise ConfigValueError(
+            f"analyze.accuracy_budget.max_drop={max_drop} judges a task score: set "
+            f"{TASK_OPTION}=classification or {TARGET_OPTION}=... too, or drop max_drop"
+        )
+    if max_drop is not None and not (math.isfinite(float(max_drop)) and float(max_drop) >= 0):
+        raise ConfigValueError(
+            f"analyze.accuracy_budget.max_drop={max_drop}: give a finite drop >= 0 (percentage "
+            "points for classification's top-1, the metric's units for yours)"
+        )
+    labels = cfg.analyze.get("labels")
+    if labels and not (base_dir / Path(str(labels)).expanduser()).is_file():
+        raise ConfigValueError(
+            f"analyze.labels={labels}: no such file (a relative path is taken from the directory "
+            "you ran the command in); give labels.pt's form: one (label_tensor,) per sample"
+        )
+
+
+def _check_metric_defined(target: str, base_dir: Path) -> None:
+    """The metric's file exists and defines it (read without running it)."""
+    split = split_file_target(target)
+    if split is not None and not (base_dir / Path(split[0]).expanduser()).is_file():
+        raise ConfigValueError(
+            f"{TARGET_OPTION}={target}: no such file {split[0]} (a relative path is taken from "
+            "the directory you ran the command in)"
+        )
+    missing = missing_target_name(target, base_dir)
+    if missing is not None:
+        source, name, defined = missing
+        raise ConfigValueError(
+            f"{TARGET_OPTION}={target}: {source} defines no {name!r} (it defines: "
+            f"{', '.join(defined) or 'nothing public'}); give fn(outputs, labels) -> float"
+        )

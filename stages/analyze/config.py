@@ -75,6 +75,9 @@ class AccuracyBudgetConfig:
     # Fraction of rows whose argmax agrees (float outputs with a last dim >= 2), or of equal
     # elements (integer outputs). null: reported, not judged (a few samples move it in big steps).
     top1_agreement: float | None = None
+    # analyze.task: how far the task score (classification: top-1 in percentage points; a user
+    # metric: its own units) may fall from the float reference's. null: reported, not judged.
+    max_drop: float | None = None
 
 
 @dataclass
@@ -133,3 +136,10 @@ class AnalyzeConfig:
     # trace.json shows the first N blocks of each name (N iterations); null: every block.
     trace_iterations: int | None = 1000
     scope: AnalyzeScope = AnalyzeScope.full
+    # Task accuracy against labels (stages/analyze/compare/task_accuracy.py): null (off),
+    # `classification` (top-1 and top-5 of the first output), or {_target_: pkg.mod.fn or
+    # ./file.py:fn} called as fn(outputs, labels) -> float, higher is better.
+    task: Any = field(default_factory=lambda: {"_target_": None})
+    # The labels file (the format of inputs.pt: one (label_tensor,) per sample); default the
+    # run's labels.pt, written by the export stage when the samples carry labels.
+    labels: str | None = None

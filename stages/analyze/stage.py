@@ -15,6 +15,7 @@ from stages.analyze.compare.exact_compare import tie_tolerance
 from stages.analyze.compare.expected_error import qparams_from
 from stages.analyze.compare.gap.evaluation import Gaps, evaluate_numeric_gap
 from stages.analyze.compare.map_gate import gate_on_map_errors
+from stages.analyze.compare.task_entry import task_inputs
 from stages.analyze.compare.verdict import (
     Verdict,
     decide,
@@ -230,10 +231,11 @@ def run_analyze(
     generation_file: Path | None = None,
     instrumentation: Path | None = None,
     prefix_lowerings: PrefixLowerings | None = None,
+    labels: Path | None = None,
 ) -> AnalyzeArtifacts:
     """events.csv, numeric_gap.csv, summary.json, trace.json, plots, report.html (+ generation)."""
-    started = time.perf_counter()
-    bounded_options(cfg)
+    started, _ = time.perf_counter(), bounded_options(cfg)
+    task = task_inputs(cfg, labels, Path.cwd())  # analyze.task: resolved before any work
     comparators = build_comparators(list(cfg.comparators), cfg.custom_comparator)
     linked = load_and_link(cfg, etdump, debug_buffer, etrecord, pte)
     index, record = linked.index, linked.inputs.etrecord  # then link: events and their stats
@@ -247,10 +249,9 @@ def run_analyze(
     )
     gap_seconds = time.perf_counter() - gap_started
     events_path, gap_path = write_tables(run_dir, events, gaps)  # Report.
-    files = RunFiles(etdump, etrecord, debug_buffer)
-    table_rows, bisect = (event_rows, events, gaps), (prefix_lowerings, run_dir)
-    summary = _summary(cfg, files, linked, table_rows, found, verdict, bisect)
-    accuracy = metric_comparator(comparators, cfg.gap_metric), cfg.accuracy_budget
+    files, table_rows = RunFiles(etdump, etrecord, debug_buffer), (event_rows, events, gaps)
+    summary = _summary(cfg, files, linked, table_rows, found, verdict, (prefix_lowerings, run_dir))
+    accuracy = metric_comparator(comparators, cfg.gap_metric), cfg.accuracy_budget, task
     summary[ACCURACY_KEY] = run_accuracy(linked.inputs, *accuracy)
     add_instrumentation(summary, instrumentation, index, gaps)  # runtime.observe=tap
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)

@@ -16,6 +16,14 @@ from typing import Any
 import torch
 
 from stages.analyze.compare.comparators import SNR, Comparator
+from stages.analyze.compare.task_accuracy import task_metrics
+from stages.analyze.compare.task_entry import (
+    TASK_KEY,
+    TaskInputs,
+    fold_task,
+    not_evaluated,
+    task_record,
+)
 from stages.analyze.compare.verdict import finite
 from stages.analyze.load.loading import AnalysisInputs
 from stages.export.reference_capture import program_outputs
@@ -175,15 +183,19 @@ def budget_from(config: Any) -> AccuracyBudget:
     return AccuracyBudget(float(config.snr_db), None if top1 is None else float(top1))
 
 
-def run_accuracy(inputs: AnalysisInputs, metric: Comparator, config: Any) -> dict[str, Any]:
+def run_accuracy(
+    inputs: AnalysisInputs, metric: Comparator, config: Any, task: TaskInputs | None = None
+) -> dict[str, Any]:
     """The accuracy record of the analysed files against `analyze.accuracy_budget` (`config`;
-    not evaluated without a debug buffer or an ETRecord)."""
+    not evaluated without a debug buffer or an ETRecord), with the task's (`accuracy.task`)."""
     budget = budget_from(config)
     record, buffer = inputs.etrecord, inputs.debug_buffer
     if record is None or buffer is None:
         missing = "an ETRecord" if record is None else "a debug buffer"
         result = measure_accuracy([], [], metric, budget)
         result["reason"] = f"not evaluated: the analysis has no {missing}"
+        if task is not None:
+            fold_task(result, not_evaluated(task, config.max_drop, f"no {missing}"))
         return result
     logged = logged_program_outputs(inputs.etdump, buffer.payload)
     references = record.reference_outputs
@@ -191,7 +203,10 @@ def run_accuracy(inputs: AnalysisInputs, metric: Comparator, config: Any) -> dic
         # ExecuTorch's ETRecord has inputs but no outputs: the reference program computes them.
         program = etrecord_program(record)
         references = [program_outputs(program, s) for s in record.representative_inputs]
-    return measure_accuracy(logged, references, metric, budget)
+    result = measure_accuracy(logged, references, metric, budget)
+    if task is not None:
+        fold_task(result, task_record(task, logged, references, config.max_drop))
+    return result
 
 
 def accuracy_metrics(record: dict[str, Any]) -> dict[str, float]:
@@ -206,4 +221,4 @@ def accuracy_metrics(record: dict[str, Any]) -> dict[str, float]:
     tops = [o["top1_agreement"] for o in outputs if o.get("top1_agreement") is not None]
     if tops:
         metrics["accuracy_min_top1_agreement"] = float(min(tops))
-    return metrics
+    return metrics | task_metrics(record.get(TASK_KEY))

@@ -17,6 +17,10 @@ def accuracy_headline(record: dict[str, Any] | None) -> str:
     wanted = f"SNR >= {_num(budget.get('snr_db'))} dB"
     if budget.get("top1_agreement") is not None:
         wanted += f", top-1 agreement >= {_num(budget.get('top1_agreement'))}"
+    task = record.get("task") or {}
+    if (task.get("budget") or {}).get("max_drop") is not None:
+        what = "top-1" if task.get("judged", "top1") == "top1" else "task"
+        wanted += f", {what} drop <= {_num(task['budget']['max_drop'])}"
     met = record.get("met")
     if met is None:
         return f"accuracy: not evaluated ({record.get('reason') or 'no float output'})"
@@ -42,4 +46,32 @@ def accuracy_output_lines(record: dict[str, Any] | None) -> list[str]:
         met = out.get("met")
         parts.append("met" if met else ("MISSED" if met is False else "not judged"))
         lines.append(", ".join(parts))
-    return lines
+    task = task_line(record.get("task"))
+    return [*lines, task] if task else lines
+
+
+def _score(value: Any, unit: str) -> str:
+    return f"{value:.2f}%" if unit == "points" and isinstance(value, float) else _num(value)
+
+
+def task_line(task: dict[str, Any] | None) -> str:
+    """'task classification, 360 samples: top-1 97.5% -> 96.9% (drop 0.56 points, max 1: met);
+    top-5 ...', or the reason it was not evaluated; '' without a task."""
+    if not task:
+        return ""
+    head = f"task {task.get('name')}, {task.get('samples')} samples"
+    if task.get("drop") is None:
+        return f"{head}: {task.get('reason') or 'not evaluated'}"
+    unit = str(task.get("unit", ""))
+    what = "top-1" if task.get("judged") == "top1" else "score"
+    max_drop = (task.get("budget") or {}).get("max_drop")
+    met = {True: "met", False: "MISSED", None: "not judged"}[task.get("met")]
+    judged = f"max {_num(max_drop)}: {met}" if max_drop is not None else met
+    line = (
+        f"{head}: {what} {_score(task['reference'], unit)} -> {_score(task['runtime'], unit)} "
+        f"(drop {task['drop']:.4g} {unit}, {judged})"
+    )
+    top5 = task.get("top5")
+    if top5:
+        line += f"; top-5 {_score(top5['reference'], unit)} -> {_score(top5['runtime'], unit)}"
+    return line

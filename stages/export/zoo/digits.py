@@ -107,20 +107,28 @@ def build_digits_cnn(channels: int = 16, hidden: int = 64, seed: int = 0) -> Dig
 
 
 def digits_samples(
-    split_name: str = "evaluation", batch: int = 8, count: int | None = None
+    split_name: str = "held_out", batch: int = 8, count: int | None = None
 ) -> Iterator[tuple[tuple[torch.Tensor], torch.Tensor]]:
-    """`((images [batch, 1, 8, 8],), labels [batch])` over a held-out split, in its seeded order;
-    a last partial batch is left out (a program's input shape is fixed). `count`: at most that
-    many samples."""
-    if split_name == "training":
+    """`((images [batch, 1, 8, 8],), labels [batch])` over held-out digits in their seeded order:
+    `calibration`, `evaluation`, or `held_out` (calibration's batches, then evaluation's: a loader
+    whose first samples calibrate and the next are judged gets each from its own split). A
+    split's last partial batch is left out (a program's input shape is fixed); `count`: at most
+    that many samples."""
+    names = {"held_out": ("calibration", "evaluation"), "calibration": ("calibration",)}
+    names["evaluation"] = ("evaluation",)
+    if split_name not in names:
         raise DigitsDataError(
-            "split_name='training' is the CNN's own training data; evaluate or calibrate on "
-            "'evaluation' or 'calibration'"
+            f"split_name={split_name!r}: give held_out, calibration or evaluation (the training "
+            "split is the CNN's own and never yielded)"
         )
     if batch < 1 or (count is not None and count < 1):
         raise DigitsDataError(f"batch={batch}, count={count}: give positive numbers")
-    images, labels = split(split_name)
-    samples = len(labels) // batch if count is None else min(count, len(labels) // batch)
-    for index in range(samples):
-        rows = slice(index * batch, (index + 1) * batch)
-        yield (images[rows].clone(),), labels[rows].clone()
+    yielded = 0
+    for name in names[split_name]:
+        images, labels = split(name)
+        for index in range(len(labels) // batch):
+            if count is not None and yielded >= count:
+                return
+            rows = slice(index * batch, (index + 1) * batch)
+            yield (images[rows].clone(),), labels[rows].clone()
+            yielded += 1

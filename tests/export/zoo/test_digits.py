@@ -58,7 +58,10 @@ def test_the_loader_yields_labelled_batches_of_held_out_digits() -> None:
     assert torch.equal(labels, calibration_labels[:8])
     assert len(list(digits_samples("evaluation", batch=7))) == 360 // 7  # the partial batch left
     assert len(list(digits_samples("evaluation", count=3))) == 3
-    with pytest.raises(DigitsDataError, match="own training data"):
+    held_out = list(digits_samples(batch=8))  # calibration's batches, then evaluation's
+    assert len(held_out) == 90
+    assert torch.equal(held_out[45][0][0], split("evaluation")[0][:8])
+    with pytest.raises(DigitsDataError, match="never yielded"):
         next(digits_samples("training"))
     with pytest.raises(DigitsDataError, match="positive"):
         next(digits_samples("evaluation", batch=0))

@@ -27,12 +27,6 @@ class FileOption:
 
 
 FILE_OPTIONS = (
-    FileOption(
-        "inputs.path",
-        "export",
-        "an inputs file (torch.save of the input tuples)",
-        ((0, ZIP_MAGIC),),
-    ),
     FileOption("model.checkpoint", "export", "a checkpoint (a torch.save state dict)"),
     # ETDump: a flatbuffer with file identifier ED00, size-prefixed (ours) or not.
     FileOption(

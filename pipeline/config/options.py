@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from pipeline.config.analyze_checks import check_analyze_options
 from pipeline.config.backend_checks import check_backend_options
 from pipeline.config.input_files import check_given_files
+from pipeline.config.inputs_checks import check_inputs_options
 from pipeline.config.model_option import settle_model_option
 from pipeline.config.runtime_checks import check_runtime_options
 from pipeline.config.schema import STAGE_ORDER, stage_names
@@ -39,6 +40,7 @@ def check_options(cfg: DictConfig, base_dir: Path) -> list[str]:
     check_runtime_options(cfg, names, backend.executorch)
     check_analyze_options(cfg, names)
     check_given_files(cfg, names)
+    check_inputs_options(cfg, names, base_dir)
     if "export" in names:
         settle_model_option(cfg, base_dir)
     return names

@@ -108,12 +108,17 @@ class PipelineConfig:
     cache_max_mb: int = 2048
 
 
-def _model_schema() -> Any:
-    """ModelConfig with an open `kwargs` dict, so `model.kwargs.NAME=VALUE` passes any argument
-    (the factory's signature checks the names when the model is built)."""
-    node = OmegaConf.structured(ModelConfig)
+def _open_kwargs(schema: type) -> Any:
+    """A schema with an open `kwargs` dict, so `GROUP.kwargs.NAME=VALUE` passes any argument
+    (the factory's or loader's signature checks the names when it is called)."""
+    node = OmegaConf.structured(schema)
     OmegaConf.set_struct(node.kwargs, False)
     return node
+
+
+def _model_schema() -> Any:
+    """ModelConfig with an open `kwargs` dict (`model.kwargs.NAME=VALUE`)."""
+    return _open_kwargs(ModelConfig)
 
 
 from pipeline.config.model_name import register_factory_name_resolver  # noqa: E402
@@ -131,3 +136,4 @@ def register_configs() -> None:
     cs.store(group="runtime", name="runtime_schema", node=RuntimeConfig)
     cs.store(group="analyze", name="analyze_schema", node=AnalyzeConfig)
     cs.store(group="tracking", name="tracking_schema", node=TrackingConfig)
+    cs.store(group="inputs", name="inputs_schema", node=_open_kwargs(InputsConfig))

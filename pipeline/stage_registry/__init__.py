@@ -45,15 +45,19 @@ class StageSpec:
 
 
 def _export_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
-    return [Path(cfg.inputs.path).expanduser().resolve()] if cfg.inputs.path else []
+    """The data files `inputs.path` matches (inputs=files): editing one invalidates the export."""
+    from stages.export.inputs.cache_inputs import data_files
+
+    return data_files(_to_object(cfg.inputs))
 
 
 def _export_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
-    """The model's source file: editing your model invalidates a cached export."""
+    """The model's and a loader's source files: editing either invalidates a cached export."""
+    from stages.export.inputs.cache_inputs import loader_source
     from stages.export.model_target import target_source_file
 
     source = target_source_file(str(cfg.model._target_), Path.cwd())
-    return [source] if source is not None else []
+    return ([source] if source is not None else []) + loader_source(_to_object(cfg.inputs))
 
 
 def _backend_source(cfg: DictConfig, run_dir: Path) -> list[Path]:
@@ -103,6 +107,17 @@ def _lower_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
     ]
 
 
+def _calibration_file(run_dir: Path) -> Path | None:
+    """calibration_inputs.pt, which export writes when int8 calibrates on other samples."""
+    path = run_dir / ArtifactName.CALIBRATION_INPUTS
+    return path if path.is_file() else None
+
+
+def _lower_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    """The calibration samples (changing them invalidates a cached lower) and a user's backend."""
+    return [*filter(None, [_calibration_file(run_dir)]), *_backend_source(cfg, run_dir)]
+
+
 def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.lower.stage import run_lower
 
@@ -115,6 +130,7 @@ def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
         model_name=str(cfg.model.name),
         generation=next(iter(_generation_file(cfg, run_dir)), None),
         observe=str(cfg.runtime.get("observe", ObserveMode.off)),
+        calibration_inputs=_calibration_file(run_dir),
     )
 
 
@@ -171,6 +187,7 @@ def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
         run_dir / ArtifactName.STEP_INPUTS,  # a generation's captured steps' inputs
         run_dir / ArtifactName.GENERATION,  # its signature (ExecuTorch's ETRecord has no room)
         run_dir / ArtifactName.INSTRUMENTATION,  # runtime.observe=tap: what instrumentation changed
+        etrecord.parent / ArtifactName.INPUTS_RECORD,  # which samples did what (summary.json)
     ]
 
 
@@ -195,7 +212,7 @@ def _prefix_lowerings_on(cfg: DictConfig) -> bool:
 def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
     from stages.analyze.stage import run_analyze
 
-    etrecord, debug_buffer, pte, _, step_inputs, generation, tapped = _analyze_optional(
+    etrecord, debug_buffer, pte, _, step_inputs, generation, tapped, _ = _analyze_optional(
         cfg, run_dir
     )
     return run_analyze(
@@ -227,7 +244,7 @@ STAGES: dict[str, StageSpec] = {
         ("backend", "model.name", "runtime.observe"),
         "stages.lower.stage",
         _lower_inputs,
-        _backend_source,
+        _lower_optional,
         _call_lower,
         produced_by="export",
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from omegaconf import MISSING
@@ -31,13 +32,28 @@ class ModelConfig:
     seed: int = 0
 
 
+class InputsSource(StrEnum):
+    """Where samples come from: seeded random from model.inputs, the user's files or loader."""
+
+    random = "random"
+    files = "files"
+    loader = "loader"
+
+
 @dataclass
 class InputsConfig:
-    """Representative inputs: `count` seeded samples from the model's specs, or a file."""
+    """The samples (`inputs=random|files|loader`): `evaluation` of them are run and judged,
+    `calibration` others calibrate int8 (None: the source's default; 0: the evaluation ones)."""
 
-    count: int = 1
+    source: InputsSource = InputsSource.random
+    count: int = 1  # random: evaluation samples (inputs.evaluation, when set, wins)
     seed: int = 0
-    path: str | None = None
+    path: str | None = None  # files: a file, a directory or a glob of .pt/.npy/.npz
+    _target_: str | None = None  # loader: `pkg.mod.fn` or `./file.py:fn`
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    calibration: int | None = None
+    evaluation: int | None = None
+    max_file_mb: int = 1024  # files: a larger file is refused unread
 
 
 @dataclass

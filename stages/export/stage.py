@@ -16,9 +16,10 @@ from torch.nn import Module
 from stages.export.config import ExportConfig, InputsConfig, ModelConfig
 from stages.export.exporter import export_model
 from stages.export.generation import export_for_generation
+from stages.export.inputs.selection import SelectedInputs, select_inputs
+from stages.export.inputs.written_files import write_inputs_files
 from stages.export.model_factory import build_model
 from stages.export.reference_capture import program_outputs
-from stages.export.representative_inputs import representative_inputs
 from stages.formats.artifacts import ArtifactName
 from stages.formats.exported_program import save_exported_program
 from stages.formats.generation_signature import GenerationSignature, save_signature
@@ -36,6 +37,9 @@ class ExportArtifacts:
     reference_outputs: Path
     metrics: dict[str, float] = field(default_factory=dict)
     generation: Path | None = None  # generation.json, for runtime.generate.*
+    calibration_inputs: Path | None = None  # when int8 calibrates on other samples
+    labels: Path | None = None  # when the evaluation samples carry labels
+    inputs_record: Path | None = None  # inputs.json: which samples did what
 
 
 def _export(
@@ -46,9 +50,10 @@ def _export(
     run_dir: Path,
     generate: int | None,
     max_len: int | None = None,
-) -> tuple[ExportedProgram, list[tuple[torch.Tensor, ...]], GenerationSignature | None]:
-    """The program and its representative inputs; for a generation (prompt tokens, decode
-    steps), the step program with its KV cache, the prefill's inputs and the signature."""
+) -> tuple[ExportedProgram, SelectedInputs, GenerationSignature | None]:
+    """The program and its samples (evaluation, calibration, labels); for a generation (prompt
+    tokens, decode steps), the step program with its KV cache, the prefill's inputs and the
+    signature."""
     error_log = run_dir / "export_error.log"
     if generate is not None:
         program, sample, signature = export_for_generation(
@@ -60,17 +65,33 @@ def _export(
             error_log=error_log,
             max_len=max_len,
         )
-        return program, [sample], signature
-    samples = representative_inputs(model.inputs, inputs)
+        return program, _prompt_inputs(sample, inputs.seed), signature
+    selected = select_inputs(model.inputs, inputs, Path.cwd())
     program = export_model(
         module,
-        samples[0],
+        selected.evaluation[0],
         strict=export.strict,
         decompose=export.decompose,
         model_name=model.name,
         error_log=error_log,
     )
-    return program, samples, None
+    return program, selected, None
+
+
+def _prompt_inputs(sample: tuple[torch.Tensor, ...], seed: int) -> SelectedInputs:
+    """A generation's one seeded prompt, judged and (at int8) calibrated on."""
+    part = {"count": 1, "indices": [0, 1], "first": f"seeded prompt (seed {seed})"}
+    record = {
+        "source": "random",
+        "from": f"seed {seed}",
+        "evaluation": part,
+        "calibration": part,
+        "calibrated_on_evaluation": True,
+        "overlap": True,
+        "notes": [],
+        "labels": False,
+    }
+    return SelectedInputs([sample], [], None, record)
 
 
 def run_export(
@@ -86,7 +107,10 @@ def run_export(
     run_dir.mkdir(parents=True, exist_ok=True)
     module = build_model(model)
     started = time.perf_counter()
-    program, samples, signature = _export(module, model, inputs, export, run_dir, generate, max_len)
+    program, selected, signature = _export(
+        module, model, inputs, export, run_dir, generate, max_len
+    )
+    samples = selected.evaluation
     export_seconds = time.perf_counter() - started
     references = [program_outputs(program, sample) for sample in samples]
 
@@ -95,6 +119,7 @@ def run_export(
     remember_exported_program(program, digest)  # lower and analyze need not load it again
     save_samples(samples, paths[ArtifactName.INPUTS])
     save_samples(references, paths[ArtifactName.REFERENCE_OUTPUTS])
+    calibration, labels, record = write_inputs_files(selected, run_dir)
     generation = None
     if signature is not None:
         generation = paths[ArtifactName.GENERATION]
@@ -106,6 +131,7 @@ def run_export(
         "debug_handles": float(len({n.meta["debug_handle"] for n in nodes})),
         "parameters": float(sum(p.numel() for p in module.parameters())),
         "samples": float(len(samples)),
+        "calibration_samples": float(len(selected.calibration or samples)),
     }
     return ExportArtifacts(
         exported_program=paths[ArtifactName.EXPORTED_PROGRAM],
@@ -113,4 +139,7 @@ def run_export(
         reference_outputs=paths[ArtifactName.REFERENCE_OUTPUTS],
         metrics=metrics,
         generation=generation,
+        calibration_inputs=calibration,
+        labels=labels,
+        inputs_record=record,
     )

@@ -9,6 +9,13 @@ class ArtifactName(StrEnum):
 
     EXPORTED_PROGRAM = "exported.pt2"
     INPUTS = "inputs.pt"
+    # inputs=files|loader (or inputs.calibration=N): the samples int8 calibrates on, when they
+    # are not the evaluation samples of inputs.pt; and the evaluation samples' labels, aligned
+    # with inputs.pt (one 1-tuple (label,) per sample), when the data carry labels.
+    CALIBRATION_INPUTS = "calibration_inputs.pt"
+    LABELS = "labels.pt"
+    # Which samples calibrated and which were judged (summary.json's `inputs`).
+    INPUTS_RECORD = "inputs.json"
     REFERENCE_OUTPUTS = "reference_outputs.pt"
     ETRECORD = "etrecord.zip"
     # Our lowered program (a zip with a JSON instruction list); `.pte` is only ever ExecuTorch's.

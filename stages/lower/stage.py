@@ -173,7 +173,7 @@ def _applied_fault(
 
 
 def _calibrate(program: torch.export.ExportedProgram, inputs: Path) -> dict[str, float]:
-    """Max |value| per node output over the representative inputs (per-tensor int8 scales)."""
+    """Max |value| per node output over the calibration samples (per-tensor int8 scales)."""
     ranges: dict[str, float] = {}
     for sample in load_samples(inputs):
         outputs, _ = capture_node_outputs(program, sample)
@@ -461,12 +461,21 @@ def run_lower(
     model_name: str = "",
     generation: Path | None = None,
     observe: str = ObserveMode.off,
+    calibration_inputs: Path | None = None,
 ) -> LowerArtifacts:
     """Partition, preprocess each partition, write the program and the complete ETRecord (with
-    `generation`, generation.json's signature in its lowering info)."""
+    `generation`, generation.json's signature in its lowering info). int8 calibrates on
+    `calibration_inputs` when given (calibration_inputs.pt), else on the evaluation `inputs`."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
         pte, lowering_json, et_record, metrics, taps = lower_with_executorch(
-            backend, exported_program, inputs, run_dir, model_name, observe, generation
+            backend,
+            exported_program,
+            inputs,
+            run_dir,
+            model_name,
+            observe,
+            generation,
+            calibration_inputs,
         )
         return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics, tap_files=taps)
     load_started = time.perf_counter()
@@ -474,7 +483,7 @@ def run_lower(
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
     requested = _unless_kept_off(_fault(backend, program), backend, program)
-    parts = _partition(backend, program, inputs, requested)
+    parts = _partition(backend, program, calibration_inputs or inputs, requested)
     fault = _applied_fault(requested, parts, backend)
     saved = _save_program(backend, program, exported, parts, fault, run_dir)
     lowered, program_path = saved.program, saved.path

@@ -5,8 +5,11 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from stages.export.config import InputsConfig, InputsSource
+from stages.export.inputs.errors import InputsConfigError
+from stages.export.inputs.random_source import generate_inputs
+from stages.export.inputs.selection import select_inputs
 from stages.export.model_factory import ModelConfigError, build_model
-from stages.export.representative_inputs import InputsConfigError, generate_inputs, load_inputs_file
 
 
 def test_unknown_kwarg_names_the_option_and_lists_valid_ones(
@@ -45,9 +48,11 @@ def test_inputs_are_seeded_and_files_are_checked(
 ) -> None:
     cfg = tiny_cfg("llm", "inputs.count=3")
     specs, inputs_cfg = OmegaConf.to_object(cfg.model).inputs, OmegaConf.to_object(cfg.inputs)
-    first, again = generate_inputs(specs, inputs_cfg), generate_inputs(specs, inputs_cfg)
+    first = generate_inputs(specs, inputs_cfg.count, inputs_cfg.seed)
+    again = generate_inputs(specs, inputs_cfg.count, inputs_cfg.seed)
     assert len(first) == 3 and first[0][0].dtype == torch.int64 and int(first[0][0].max()) < 64
     assert all(torch.equal(x[0], y[0]) for x, y in zip(first, again, strict=True))
     torch.save([(torch.zeros(1, 9, dtype=torch.int64),)], tmp_path / "wrong.pt")
+    files = InputsConfig(InputsSource.files, path=str(tmp_path / "wrong.pt"))
     with pytest.raises(InputsConfigError, match=r"model\.inputs\[0\]\.shape is \[1, 8\]"):
-        load_inputs_file(tmp_path / "wrong.pt", specs)
+        select_inputs(specs, files, tmp_path)

@@ -14,9 +14,10 @@ import torch
 from omegaconf import OmegaConf
 
 from stages.analyze.load.loading import load_inputs
-from stages.export.config import InputSpec, ModelConfig
+from stages.export.config import InputsConfig, InputSpec, InputsSource, ModelConfig
+from stages.export.inputs.errors import InputsConfigError
+from stages.export.inputs.selection import select_inputs
 from stages.export.model_factory import ModelConfigError, build_model
-from stages.export.representative_inputs import InputsConfigError, load_inputs_file
 from stages.formats.etrecord import ETRecord, ETRecordError
 from stages.formats.exported_program import ExportedProgramError
 from stages.formats.program import ProgramError
@@ -115,7 +116,13 @@ def _entry_points(
     return {
         "tensors": [
             ("model.checkpoint=", checkpoint, ModelConfigError),
-            ("inputs.path=", lambda p: load_inputs_file(p, MLP.inputs), InputsConfigError),
+            (
+                "inputs.path=",
+                lambda p: select_inputs(
+                    MLP.inputs, InputsConfig(InputsSource.files, path=str(p)), p.parent
+                ),
+                InputsConfigError,
+            ),
             ("cached inputs.pt / reference_outputs.pt", load_samples, UnsafePayloadError),
             (
                 "run stage inputs.pt",

@@ -16,6 +16,7 @@ from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
 from stages.analyze.link.node_names import names_of
 from stages.analyze.link.source_frames import owner_source_line, user_source_line
 from stages.formats.etdump.records import DELEGATE_CALL_EVENT, LOAD_BLOCK, METHOD_EVENT
+from stages.formats.inputs_record import inputs_record
 from stages.safe_io.json_text import json_safe
 
 SUMMARY_FORMAT = "delegate-debugger-summary"
@@ -292,4 +293,6 @@ def build_summary(
         "largest_gaps": [clean({k: g.get(k) for k in largest_keys}) for g in largest],
         "events": len(events),
         "compared_outputs": len(compared),
+        # Which samples calibrated int8 and which were run and judged (the export's record).
+        "inputs": inputs_record(files.etrecord),
     }

@@ -8,6 +8,7 @@ from typing import Any
 
 from stages.analyze.report.accuracy_lines import accuracy_headline, accuracy_output_lines
 from stages.analyze.report.instrumentation_line import instrumentation_line
+from stages.formats.inputs_record import inputs_line
 
 
 def _num(value: Any) -> str:
@@ -239,6 +240,7 @@ def format_terminal_report(summary_path: Path) -> str:
         lines.append(f"   {identity}")
     lines.extend(f"   warning: {w}" for w in s.get("warnings", []))
     lines.extend(_run_lines(s))
+    lines.extend(filter(None, [inputs_line(s.get("inputs"))]))
     lines.extend(_first_divergence_lines(s.get("first_divergence"), metric))
     findings = s.get("delegate_map_check") or []
     if findings:

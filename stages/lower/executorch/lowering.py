@@ -147,10 +147,12 @@ def lower_with_executorch(
     model_name: str,
     observe: str = ObserveMode.off,
     generation: Path | None = None,
+    calibration: Path | None = None,
 ) -> tuple[Path, Path, Path, dict[str, float], tuple[Path, ...]]:
     """Write program.pte, lowering.json and ExecuTorch's ETRecord (with `runtime.observe=tap`,
     the instrumented program and taps.json too); (paths..., metrics, tap files).
-    `generation`: generation.json of a generation program (for `backend.fault.from_step`)."""
+    `generation`: generation.json of a generation program (for `backend.fault.from_step`);
+    `calibration`: the samples PT2E calibrates on, when not the evaluation samples `inputs`."""
     _check_config(backend)
     try:
         from executorch.exir import to_edge_transform_and_lower
@@ -162,7 +164,8 @@ def lower_with_executorch(
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples = [tuple(s) for s in load_samples(inputs)]
     known = op_names(program.graph_module)  # before any pass sees the program
-    target, shipped = _shipped_program(backend, program, samples, generation)
+    calibrating = [tuple(s) for s in load_samples(calibration)] if calibration else samples
+    target, shipped = _shipped_program(backend, program, calibrating, generation)
     to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
     edge = to_edge_transform_and_lower(
         shipped, partitioner=_partitioners(backend), generate_etrecord=True

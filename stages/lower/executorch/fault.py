@@ -5,7 +5,9 @@ The op (`aten.mul` for scale, `aten.add` for offset, `aten.mul` by NaN for nan) 
 target op in the fp32 program, before int8 quantization or the fp16 conversion (so the quantizer
 quantizes it like any op), and takes the target's users; its name,
 `injected_fault_<kind>_<target>`, tells the analysis (stages.formats.float_reference) to file
-its debug handle under the target op.
+its debug handle under the target op. At int8 a nan fault's op multiplies by 1 while PT2E
+calibrates (its observers refuse NaN: `torch.histc: range of [nan, nan] is not finite`) and by
+NaN from `convert_pt2e` on (`arm_nan_faults`): the quantization is the unfaulted program's.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ _FAULT_OPS: dict[str, Any] = {
 FAULT_META = "delegate_debugger_fault"
 # Every other op's name before the re-export (custom meta, as the fault op's).
 NAME_META = "delegate_debugger_name"
+# A nan fault's op that multiplies by 1 until `arm_nan_faults` (custom meta, kept by PT2E).
+NAN_AFTER_CONVERT_META = "delegate_debugger_nan_after_convert"
 # Name prefix of the ops that compute a step gate (backend.fault.from_step): injected ops too, so
 # the analysis files them under the target (stages.formats.float_reference), no fault of their own.
 GATE_NODE_PREFIX = f"{FAULT_NODE_PREFIX}gate_"
@@ -80,10 +84,12 @@ def insert_fault(
     kind: str,
     value: float,
     from_position: int | None = None,
+    nan_after_convert: bool = False,
 ) -> torch.export.ExportedProgram:
     """`program` (changed in place) with the fault op after `target`; its output is the
     program's output where the target's was. With `from_position` (a generation program), the
-    fault acts only on steps whose last position is at least that (see `step_gate`)."""
+    fault acts only on steps whose last position is at least that (see `step_gate`). With
+    `nan_after_convert` (int8), a nan fault multiplies by 1 until `arm_nan_faults`."""
     graph = program.graph_module.graph
     node = next((n for n in graph.nodes if n.op == "call_function" and n.name == target), None)
     if node is None:
@@ -91,7 +97,10 @@ def insert_fault(
             f"backend.fault targets {target}, which the program at this precision lacks"
         )
     anchor = node
-    operand: Any = float("nan") if kind == "nan" else float(value)
+    pending_nan = kind == "nan" and nan_after_convert and from_position is None
+    operand: Any = float("nan") if kind == "nan" and not pending_nan else float(value)
+    if pending_nan:
+        operand = 1.0
     if from_position is not None:
         operand = _gated_operand(program, anchor, kind, float(value), from_position)
     with graph.inserting_after(
@@ -104,12 +113,30 @@ def insert_fault(
     fault.meta = {k: v for k, v in anchor.meta.items() if k in ("val", "stack_trace")}
     fault.meta["nn_module_stack"] = dict(node.meta.get("nn_module_stack", {}))
     fault.meta["custom"] = {FAULT_META: fault.name}  # torch.export keeps it, not the name
+    if pending_nan:
+        fault.meta["custom"][NAN_AFTER_CONVERT_META] = True
     for other in graph.nodes:  # a re-export numbers the ops after the fault one further on
         if other.op == "call_function" and other is not fault:
             other.meta["custom"] = {**(other.meta.get("custom") or {}), NAME_META: other.name}
     graph.lint()
     program.graph_module.recompile()
     return program
+
+
+def arm_nan_faults(module: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """`module` (PT2E's converted model, changed in place) with each pending nan fault's op
+    multiplying by NaN: its quantized constant 1 (and that constant's dequantize) replaced by a
+    float NaN, so the program XNNPACK lowers computes the NaN after the observers are gone."""
+    graph = module.graph
+    armed = [
+        node for node in graph.nodes if (node.meta.get("custom") or {}).get(NAN_AFTER_CONVERT_META)
+    ]
+    for node in armed:
+        node.args = (node.args[0], float("nan"), *node.args[2:])
+    if armed:
+        graph.eliminate_dead_code()
+        module.recompile()
+    return module
 
 
 def _gated_operand(

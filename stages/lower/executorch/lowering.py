@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stages.closed_sets import ObserveMode
+from stages.closed_sets import ObserveMode, Precision
 from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch.program import executorch_precisions
@@ -115,7 +115,8 @@ def _shipped_program(
         if target is not None:
             kind, value = backend.fault.kind, backend.fault.value
             position = _from_position(backend, generation)
-            program = insert_fault(program, target, kind, value, position)
+            at_int8 = str(backend.precision) == Precision.int8
+            program = insert_fault(program, target, kind, value, position, at_int8)
         keep_float = frozenset(str(n) for n in backend.keep_float)
         return target, name_fault_ops(
             program_at_precision(program, str(backend.precision), samples, keep_float)

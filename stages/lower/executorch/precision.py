@@ -3,7 +3,7 @@ ExecuTorch's XNNPACK quantizer, fp16 as a half-precision re-export.
 
 int8: symmetric, per-channel weights, static activations calibrated on the representative inputs
 (`XNNPACKQuantizer` + `get_symmetric_quantization_config(is_per_channel=True)`, `prepare_pt2e`,
-one forward per sample, `convert_pt2e`, re-export). fp16: a copy of the program's module with its
+one forward per sample, `convert_pt2e`, a nan fault armed, re-export). fp16: a copy of the program's module with its
 parameters and buffers in half precision and its float32 pins (casts, dtype arguments, metadata
 checks) in half, exported on half inputs; XNNPACK's partitioner takes fp16 ops as they are. The reference of the analysis stays the exported fp32 program.
 """
@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from stages.closed_sets import Precision
+from stages.lower.executorch.fault import arm_nan_faults
 from stages.lower.executorch.keep_off import keep_float_filter
 from stages.lower.unlifted_module import unlifted_module
 
@@ -84,7 +85,7 @@ def _quantized(
     with torch.no_grad():
         for sample in samples:
             prepared(*sample)
-    converted = convert_pt2e(prepared)
+    converted = arm_nan_faults(convert_pt2e(prepared))
     shapes = dynamic_shapes(program)
     return torch.export.export(converted, tuple(samples[0]), dynamic_shapes=shapes, strict=False)
 

@@ -14,6 +14,19 @@ KEEP_OFF = "backend.keep_off"
 VERDICT_SCOPE = "analyze.scope=verdict"
 
 
+def delegation_held(verdict: object, task_met: object, baseline_failed: bool | None) -> bool:
+    """A delegation trial's success. For a FAILing run: its verdict passes; for a run that
+    missed its task budget (analyze.accuracy_budget.max_drop) alone: no FAIL and the task within
+    the budget; either way never a missed task budget. `baseline_failed` None (unknown): either."""
+    if task_met is False:
+        return False
+    for_fail = verdict == "pass"
+    for_task = verdict != "fail" and task_met is True
+    if baseline_failed is None:
+        return for_fail or for_task
+    return for_fail if baseline_failed else for_task
+
+
 def keep_off(names: list[str]) -> list[str]:
     return [list_override(KEEP_OFF, sorted(names))] if names else []
 
@@ -35,7 +48,8 @@ def delegation_search(runner: TrialRunner) -> SearchResult:
     baseline = runner.run([[]])[0]
     if baseline.failed:
         raise SearchError(f"the run without overrides failed: {baseline.error}")
-    if baseline.verdict != "fail":
+    failed = baseline.verdict == "fail"
+    if not failed and baseline.task_met is not False:
         return SearchResult(
             "delegation",
             {KEEP_OFF: []},
@@ -45,8 +59,9 @@ def delegation_search(runner: TrialRunner) -> SearchResult:
 
     def passes(names: list[str]) -> bool:
         if not names:
-            return False  # the baseline, which fails
-        return runner.run([[*keep_off(names), VERDICT_SCOPE, *UNTIMED]])[0].verdict == "pass"
+            return False  # the baseline, which fails or misses its task budget
+        trial = runner.run([[*keep_off(names), VERDICT_SCOPE, *UNTIMED]])[0]
+        return delegation_held(trial.verdict, trial.task_met, failed)
 
     chosen = smallest_passing_set(_ranked(ops, baseline.first_divergence_nodes), passes)
     if chosen is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from pipeline.searches.delegation import delegation_held
 from pipeline.searches.result import SEARCH_JSON, read_search_json
 
 SEARCH_FAILED_EXIT_CODE = 1
@@ -22,7 +23,7 @@ def _held(found: dict[str, object]) -> bool:
     if kind == "precision":
         return verified.get("accuracy_met") is True
     if kind == "delegation":
-        return verified.get("verdict") == "pass"
+        return delegation_held(verified.get("verdict"), verified.get("task_met"), None)
     return verified.get("verdict") == "fail" and bool(found.get("same_first_divergence_type"))
 
 

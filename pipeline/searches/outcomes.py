@@ -23,6 +23,10 @@ class TrialOutcome:
     verdict: str = "not_evaluated"
     accuracy_met: bool | None = None
     min_snr_db: float | None = None
+    # analyze.task with analyze.accuracy_budget.max_drop: the task drop within it (None: no task
+    # budget, or not evaluated); the drop itself (points, or the user metric's units).
+    task_met: bool | None = None
+    task_drop: float | None = None
     first_divergence_types: list[str] = field(default_factory=list)
     first_divergence_nodes: list[str] = field(default_factory=list)
     delegated_ops: list[str] = field(default_factory=list)
@@ -82,6 +86,8 @@ def read_outcome(number: int, overrides: list[str], job_dir: Path) -> TrialOutco
     outcome.verdict = str(summary.get("verdict", "not_evaluated"))
     outcome.accuracy_met = accuracy.get("met")
     outcome.min_snr_db = _min_snr(accuracy)
+    task = accuracy.get("task") or {}
+    outcome.task_met, outcome.task_drop = task.get("met"), _snr(task.get("drop"))
     first = summary.get("first_divergence") or {}
     outcome.first_divergence_types = [str(t) for t in first.get("op_types") or []]
     outcome.first_divergence_nodes = [str(n) for n in first.get("fault_nodes") or []]

@@ -39,6 +39,8 @@ def verified_record(outcome: TrialOutcome | None) -> dict[str, Any] | None:
         "verdict": outcome.verdict,
         "accuracy_met": outcome.accuracy_met,
         "min_snr_db": outcome.min_snr_db,
+        "task_met": outcome.task_met,
+        "task_drop": outcome.task_drop,
         "first_divergence_op_types": outcome.first_divergence_types,
         "error": outcome.error,
     }

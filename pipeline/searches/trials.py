@@ -165,9 +165,10 @@ def progress_line(
         return f"{trial}: job failed: {outcome.error[:200]}"
     budget = {True: "budget met", False: "budget missed", None: "budget not judged"}
     took = f" ({outcome.seconds:.1f} s)" if outcome.seconds is not None else ""
+    task = f", task drop {outcome.task_drop:.4g}" if outcome.task_drop is not None else ""
     return (
-        f"{trial}: verdict {outcome.verdict}, min output SNR {format_db(outcome.min_snr_db)}, "
-        f"{budget[outcome.accuracy_met]}{took}"
+        f"{trial}: verdict {outcome.verdict}, min output SNR {format_db(outcome.min_snr_db)}"
+        f"{task}, {budget[outcome.accuracy_met]}{took}"
     )
 
 

@@ -191,6 +191,27 @@ def _analyze_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
     ]
 
 
+def _labels(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    """analyze.task's labels: `analyze.labels`, else the export stage's labels.pt in the run dir
+    or beside the analysed ETRecord, when there."""
+    given = cfg.analyze.get("labels")
+    if given:
+        return [Path(str(given)).expanduser().resolve()]
+    etrecord = _path_or(run_dir, cfg.analyze.etrecord, ArtifactName.ETRECORD)
+    written = [d / ArtifactName.LABELS for d in (run_dir, etrecord.parent)]
+    return [p for p in written if p.is_file()][:1]
+
+
+def _task_files(cfg: DictConfig, run_dir: Path) -> list[Path]:
+    """The labels and a user task metric's source: editing either invalidates a cached analysis."""
+    from stages.analyze.compare.task_accuracy import task_target
+    from stages.python_target import target_source_file
+
+    target = task_target(OmegaConf.select(cfg, "analyze.task"))
+    source = target_source_file(target, Path.cwd()) if target else None
+    return _labels(cfg, run_dir) + ([source] if source is not None else [])
+
+
 def _prefix_lowerings(cfg: DictConfig, run_dir: Path) -> Any:
     """runtime.observe=bisect: how the analysis lowers and runs a prefix program (else None)."""
     if not _prefix_lowerings_on(cfg):
@@ -226,6 +247,7 @@ def _call_analyze(cfg: DictConfig, run_dir: Path) -> Any:
         generation_file=generation if generation.is_file() else None,
         instrumentation=tapped if tapped.is_file() else None,
         prefix_lowerings=_prefix_lowerings(cfg, run_dir),
+        labels=next(iter(_labels(cfg, run_dir)), None),
     )
 
 
@@ -264,7 +286,11 @@ STAGES: dict[str, StageSpec] = {
         ("analyze", "runtime.observe"),
         "stages.analyze.stage",
         _analyze_inputs,
-        lambda cfg, run_dir: _analyze_optional(cfg, run_dir) + _bisect_inputs(cfg, run_dir),
+        lambda cfg, run_dir: (
+            _analyze_optional(cfg, run_dir)
+            + _bisect_inputs(cfg, run_dir)
+            + _task_files(cfg, run_dir)
+        ),
         _call_analyze,
         produced_by="run",
     ),

@@ -107,8 +107,8 @@ def read_data_file(path: Path, max_bytes: int) -> FileContent:
     size = path.stat().st_size
     if size > max_bytes:
         raise InputsConfigError(
-            f"{what} is {size >> 20} MB, over inputs.max_file_mb={max_bytes >> 20}; split it or "
-            "raise inputs.max_file_mb"
+            f"{what} is {size:,} bytes, over inputs.max_file_mb ({max_bytes:,} bytes); split it "
+            "or raise inputs.max_file_mb"
         )
     data = path.read_bytes()
     if data.startswith(NPY_MAGIC):

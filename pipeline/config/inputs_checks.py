@@ -10,8 +10,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.errors import ConfigValueError
 from stages.export.config import InputsSource
+from stages.export.inputs.data_paths import matched_files
 from stages.export.inputs.errors import InputsConfigError
-from stages.export.inputs.file_source import matched_files
 from stages.export.inputs.split_counts import check_counts
 from stages.python_target import absolute_target, missing_target_name, split_file_target
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stages.export.config import InputsConfig, InputsSource
-from stages.export.inputs.file_source import matched_files
+from stages.export.inputs.data_paths import matched_files
 from stages.export.inputs.split_counts import effective_source
 from stages.python_target import target_source_file
 

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from stages.export.config import InputSpec
+from stages.export.inputs.data_paths import matched_files
 from stages.export.inputs.errors import InputsConfigError
-from stages.export.inputs.file_source import file_stream, matched_files
+from stages.export.inputs.file_source import file_stream
 
 SPECS = [InputSpec(shape=[2, 3])]
 LIMIT = 1 << 20

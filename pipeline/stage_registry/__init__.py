@@ -107,15 +107,14 @@ def _lower_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
     ]
 
 
-def _calibration_file(run_dir: Path) -> Path | None:
-    """calibration_inputs.pt, which export writes when int8 calibrates on other samples."""
-    path = run_dir / ArtifactName.CALIBRATION_INPUTS
-    return path if path.is_file() else None
-
-
 def _lower_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
-    """The calibration samples (changing them invalidates a cached lower) and a user's backend."""
-    return [*filter(None, [_calibration_file(run_dir)]), *_backend_source(cfg, run_dir)]
+    """The calibration samples, when not inputs.pt (changing them invalidates a cached lower),
+    and a user's backend source."""
+    from stages.formats.inputs_record import calibration_file
+
+    inputs = run_dir / ArtifactName.INPUTS
+    calibration = calibration_file(inputs)
+    return ([calibration] if calibration != inputs else []) + _backend_source(cfg, run_dir)
 
 
 def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
@@ -130,7 +129,6 @@ def _call_lower(cfg: DictConfig, run_dir: Path) -> Any:
         model_name=str(cfg.model.name),
         generation=next(iter(_generation_file(cfg, run_dir)), None),
         observe=str(cfg.runtime.get("observe", ObserveMode.off)),
-        calibration_inputs=_calibration_file(run_dir),
     )
 
 

@@ -13,11 +13,12 @@ from stages.formats.artifacts import ArtifactName
 MAX_RECORD_BYTES = 1 << 20  # the record is a few hundred bytes; a bigger file is not ours
 
 
-def inputs_record(etrecord: Path | None) -> dict[str, Any] | None:
-    """The record beside `etrecord`, or None (no ETRecord, no record, or not a readable one)."""
-    if etrecord is None:
+def inputs_record(beside: Path | None) -> dict[str, Any] | None:
+    """The record in the directory of `beside` (the ETRecord, inputs.pt), or None (no such file,
+    or not a readable record)."""
+    if beside is None:
         return None
-    path = etrecord.parent / ArtifactName.INPUTS_RECORD
+    path = beside.parent / ArtifactName.INPUTS_RECORD
     try:
         if path.stat().st_size > MAX_RECORD_BYTES:
             return None
@@ -44,3 +45,14 @@ def inputs_line(record: Any) -> str:
         )
     except (KeyError, TypeError, ValueError):
         return ""
+
+
+def calibration_file(inputs: Path) -> Path:
+    """The samples int8 calibrates on: calibration_inputs.pt beside `inputs` when the record
+    beside it (written with it by the same export) says they are other samples, else `inputs`.
+    A calibration file an earlier export left in a reused run dir is so never taken."""
+    record = inputs_record(inputs)  # the record beside inputs.pt, as beside the ETRecord
+    separate = inputs.parent / ArtifactName.CALIBRATION_INPUTS
+    if record is None or record.get("calibrated_on_evaluation", True) or not separate.is_file():
+        return inputs
+    return separate

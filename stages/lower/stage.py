@@ -34,6 +34,7 @@ from stages.formats.etrecord import DelegateMapRecord
 from stages.formats.executorch.program import is_executorch_backend
 from stages.formats.generation_signature import ETRECORD_KEY as GENERATION_KEY
 from stages.formats.generation_signature import load_signature
+from stages.formats.inputs_record import calibration_file
 from stages.formats.program import (
     CondInstruction,
     DelegateInstruction,
@@ -461,21 +462,13 @@ def run_lower(
     model_name: str = "",
     generation: Path | None = None,
     observe: str = ObserveMode.off,
-    calibration_inputs: Path | None = None,
 ) -> LowerArtifacts:
     """Partition, preprocess each partition, write the program and the complete ETRecord (with
-    `generation`, generation.json's signature in its lowering info). int8 calibrates on
-    `calibration_inputs` when given (calibration_inputs.pt), else on the evaluation `inputs`."""
+    `generation`, generation.json's signature in its lowering info); int8 calibrates on
+    calibration_inputs.pt beside `inputs` when the export wrote one (`calibration_file`)."""
     if is_executorch_backend(backend.name):  # ExecuTorch lowers: the real .pte and its ETRecord
         pte, lowering_json, et_record, metrics, taps = lower_with_executorch(
-            backend,
-            exported_program,
-            inputs,
-            run_dir,
-            model_name,
-            observe,
-            generation,
-            calibration_inputs,
+            backend, exported_program, inputs, run_dir, model_name, observe, generation
         )
         return LowerArtifacts(pte, lowering_json, et_record, metrics=metrics, tap_files=taps)
     load_started = time.perf_counter()
@@ -483,7 +476,7 @@ def run_lower(
     load_seconds = time.perf_counter() - load_started
     started = time.perf_counter()
     requested = _unless_kept_off(_fault(backend, program), backend, program)
-    parts = _partition(backend, program, calibration_inputs or inputs, requested)
+    parts = _partition(backend, program, calibration_file(inputs), requested)
     fault = _applied_fault(requested, parts, backend)
     saved = _save_program(backend, program, exported, parts, fault, run_dir)
     lowered, program_path = saved.program, saved.path

@@ -17,14 +17,17 @@ from tests.helpers.optional import require_executorch
 
 def _lowered_bytes(backend: str, tmp_path: Path, scale: float | None) -> bytes:
     """The lowered program of mlp at int8, calibrated on the evaluation samples (scale None) or
-    on a calibration file of them scaled by `scale`."""
-    cfg = compose_config(tmp_path, ["model=mlp", f"backend={backend}", "backend.precision=int8"])
+    on calibration_inputs.pt holding them scaled by `scale` (written where the export writes it,
+    after an export that calibrates on other samples)."""
+    calibrate = [] if scale is None else ["inputs.calibration=2"]
+    overrides = ["model=mlp", f"backend={backend}", "backend.precision=int8", *calibrate]
+    cfg = compose_config(tmp_path, overrides)
     run = tmp_path / f"{backend}-{scale}"
     exported = export(cfg, run)
-    calibration = None
     if scale is not None:
-        calibration = run / "calibration_inputs.pt"
-        write_samples([(x * scale,) for (x,) in read_samples(exported.inputs)], calibration)
+        assert exported.calibration_inputs is not None
+        scaled = [(x * scale,) for (x,) in read_samples(exported.inputs)]
+        write_samples(scaled, exported.calibration_inputs)
     lowered = run_lower(
         OmegaConf.to_object(cfg.backend),  # type: ignore[arg-type]
         exported.exported_program,
@@ -32,7 +35,6 @@ def _lowered_bytes(backend: str, tmp_path: Path, scale: float | None) -> bytes:
         exported.reference_outputs,
         run,
         model_name="mlp",
-        calibration_inputs=calibration,
     )
     return lowered.program.read_bytes()
 

@@ -18,6 +18,7 @@ from stages.dotted_import import callable_target
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch.program import executorch_precisions
 from stages.formats.generation_signature import load_signature
+from stages.formats.inputs_record import calibration_file
 from stages.handover.exported_program import load_exported_program
 from stages.handover.samples import load_samples
 from stages.lower.config import BackendConfig
@@ -140,6 +141,18 @@ def _partitioners(backend: BackendConfig) -> list[Any]:
     return list(partitioners)
 
 
+def _evaluation_and_calibration(
+    inputs: Path,
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The evaluation samples (inputs.pt) and the samples PT2E calibrates on (the same list
+    unless the export wrote calibration_inputs.pt beside them: `calibration_file`)."""
+    samples = [tuple(s) for s in load_samples(inputs)]
+    calibration = calibration_file(inputs)
+    if calibration == inputs:
+        return samples, samples
+    return samples, [tuple(s) for s in load_samples(calibration)]
+
+
 def lower_with_executorch(
     backend: BackendConfig,
     exported_program: Path,
@@ -148,12 +161,10 @@ def lower_with_executorch(
     model_name: str,
     observe: str = ObserveMode.off,
     generation: Path | None = None,
-    calibration: Path | None = None,
 ) -> tuple[Path, Path, Path, dict[str, float], tuple[Path, ...]]:
-    """Write program.pte, lowering.json and ExecuTorch's ETRecord (with `runtime.observe=tap`,
-    the instrumented program and taps.json too); (paths..., metrics, tap files).
-    `generation`: generation.json of a generation program (for `backend.fault.from_step`);
-    `calibration`: the samples PT2E calibrates on, when not the evaluation samples `inputs`."""
+    """Write program.pte, lowering.json and ExecuTorch's ETRecord (with `runtime.observe=tap`, the
+    instrumented program and taps.json too); (paths..., metrics, tap files). `generation`:
+    generation.json (`backend.fault.from_step`); PT2E calibrates on `calibration_file(inputs)`."""
     _check_config(backend)
     try:
         from executorch.exir import to_edge_transform_and_lower
@@ -163,9 +174,8 @@ def lower_with_executorch(
         ) from exc
     started = time.perf_counter()
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
-    samples = [tuple(s) for s in load_samples(inputs)]
+    samples, calibrating = _evaluation_and_calibration(inputs)
     known = op_names(program.graph_module)  # before any pass sees the program
-    calibrating = [tuple(s) for s in load_samples(calibration)] if calibration else samples
     target, shipped = _shipped_program(backend, program, calibrating, generation)
     to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
     edge = to_edge_transform_and_lower(

@@ -22,6 +22,7 @@ CACHED_ARTIFACTS = [
     ("export", "exported.pt2"),
     ("export", "inputs.pt"),
     ("export", "reference_outputs.pt"),
+    ("export", "inputs.json"),
     ("lower", "etrecord.zip"),
     ("lower", "lowered_program.zip"),
     ("lower", "lowering.json"),
@@ -42,7 +43,7 @@ CACHED_ARTIFACTS = [
     ("analyze", "explorer_divergence.json"),
 ]
 # Artifacts a recomputation writes byte for byte again (zips carry timestamps; ETDumps timings).
-BYTE_STABLE = {"exported.pt2", "inputs.pt", "reference_outputs.pt", "debug.bin"}
+BYTE_STABLE = {"exported.pt2", "inputs.pt", "reference_outputs.pt", "inputs.json", "debug.bin"}
 
 
 def _sha(path: Path) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -48,3 +49,9 @@ def command_prefix() -> list[str]:
     if Path(sys.argv[0]).name == CONSOLE_COMMAND:
         return [CONSOLE_COMMAND]
     return list(MODULE_COMMAND)
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command line that re-runs this invocation in the same run dir."""
+    args = [a for a in sys.argv[1:] if not a.startswith("hydra.run.dir=")]
+    return shlex.join([*command_prefix(), *args, f"hydra.run.dir={run_dir}"])

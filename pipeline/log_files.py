@@ -1,4 +1,5 @@
-"""Full tracebacks go to the run's log file; the terminal gets the one line that says what failed."""
+"""Full tracebacks go to the run's log file (attached to the run dir when Hydra attached none);
+the terminal gets the one line that says what failed."""
 
 from __future__ import annotations
 
@@ -22,3 +23,17 @@ def log_traceback_to_files(message: str = "traceback") -> Path | None:
             handler.flush()
             first = first or Path(handler.baseFilename)
     return first
+
+
+def attach_log_file(run_dir: Path) -> logging.Handler | None:
+    """Without Hydra's job logging, still keep a log file in the run dir: the handler to remove
+    when the invocation ends, or None when a log file is attached already."""
+    root = logging.getLogger()
+    if any(isinstance(h, logging.FileHandler) for h in root.handlers):
+        return None
+    handler = logging.FileHandler(run_dir / "pipeline.log")
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] %(message)s"))
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    return handler

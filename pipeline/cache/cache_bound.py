@@ -88,12 +88,6 @@ def cache_entries(root: Path) -> list[CacheEntry]:
     return [CacheEntry(path, _size(path, seen), used) for used, path in sorted(found)]
 
 
-def _remove(entry: CacheEntry) -> None:
-    """The record first (a half-removed entry is never found complete), then the rest."""
-    (entry.path / RECORD_NAME).unlink(missing_ok=True)
-    shutil.rmtree(entry.path, ignore_errors=True)
-
-
 def trim_cache(
     root: Path,
     max_bytes: int,
@@ -119,8 +113,9 @@ def trim_cache(
                 if not free:
                     trim.left_in_use.append(entry)
                     continue
-                if not dry_run:
-                    _remove(entry)
+                if not dry_run:  # the record first: a half-removed entry is never complete
+                    (entry.path / RECORD_NAME).unlink(missing_ok=True)
+                    shutil.rmtree(entry.path, ignore_errors=True)
             trim.removed.append(entry)
             trim.size -= entry.size
             trim.entries -= 1

@@ -95,8 +95,9 @@ def compute_fingerprint(
     """Fingerprint of a stage about to run on these inputs; code is what the entry modules (and
     the slice's `_target_`s) import, read from the project's import graph."""
     config = flatten_config(config_slice)
+    modules = (*entry_modules, *target_modules(config))
     inputs = {path.name: file_sha256(path) for path in input_files}
-    code = code_version((*entry_modules, *target_modules(config)))
+    code = code_version(modules)
     return Fingerprint(config=config, inputs=inputs, code=code, libraries=library_versions())
 
 

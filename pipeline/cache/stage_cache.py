@@ -4,6 +4,9 @@ A finished stage's outputs are hard-linked (or copied) into `<cache>/<stage>/<di
 run whose fingerprint matches gets them back in its own run dir instead of running the stage.
 A per-fingerprint file lock makes concurrent sweep jobs run a shared stage once.
 
+The runner asks once per stage (`StageCache.reuse_or_run`): under the fingerprint's lock, a
+verified entry is restored into the run dir, else the stage is produced and stored.
+
 With a bound (`cache_max_mb`), each store removes least recently used entries until the cache
 fits, never one in use (`pipeline.cache.cache_bound`); a reuse marks its entry used.
 
@@ -22,14 +25,14 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.cache.cache_bound import trim_cache
 from pipeline.cache.file_lock import file_lock
-from pipeline.cache.fingerprint import Fingerprint, file_sha256
+from pipeline.cache.fingerprint import Fingerprint, explain_change, file_sha256
 from pipeline.cache.hard_links import link_or_copy
 from stages.safe_io.atomic_write import write_text_atomic
 
@@ -50,6 +53,24 @@ class CachedStage:
     source_run_dir: str
     finished_at: str
     record: dict[str, Any]
+
+
+# What producing a stage gives the cache: its artifacts, its output files (key -> path relative to
+# the run dir) and the extra record fields (metrics, torch threads).
+Produced = tuple[Any, Mapping[str, str], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class CacheAnswer:
+    """A stage's result through the cache: the reused entry (`cached`), or what `produce` made
+    (`artifacts`); either way its output files (`outputs`) and record extras; `reason` says why
+    it was reused or run."""
+
+    reason: str
+    outputs: Mapping[str, str]
+    extra: Mapping[str, Any]
+    cached: CachedStage | None = None
+    artifacts: Any = None
 
 
 def make_read_only(path: Path) -> None:
@@ -80,6 +101,37 @@ class StageCache:
 
     def _entry(self, stage: str, digest: str) -> Path:
         return self.root / stage / digest
+
+    def reuse_or_run(
+        self, stage: str, fingerprint: Fingerprint, run_dir: Path, produce: Callable[[], Produced]
+    ) -> CacheAnswer:
+        """The stage's result in `run_dir`: under the fingerprint's lock (parallel jobs compute it
+        once), a verified entry restored, else `produce()` run and its outputs stored."""
+        digest = fingerprint.digest
+        with self.lock(stage, digest):
+            cached = self.lookup(stage, digest)
+            if cached is not None:
+                self.restore(stage, digest, cached, run_dir)
+                reason = (
+                    f"fingerprint {digest} matches the run finished {cached.finished_at} "
+                    f"in {cached.source_run_dir}"
+                )
+                return CacheAnswer(reason, cached.outputs, cached.extra, cached=cached)
+            reason = self._why_run(stage, fingerprint, run_dir)
+            log.debug("[%s] running (%s)", stage, reason)
+            artifacts, outputs, extra = produce()
+            self.store(stage, fingerprint, outputs, extra, run_dir)
+        return CacheAnswer(reason, outputs, extra, artifacts=artifacts)
+
+    def _why_run(self, stage: str, fingerprint: Fingerprint, run_dir: Path) -> str:
+        """Why the stage runs: the cache is off, what changed since this run dir's last run of
+        it, or no entry has this fingerprint."""
+        if not self.enabled:
+            return "cache=false, nothing is reused"
+        previous = self.previous_fingerprint(stage, run_dir)
+        if previous is not None:
+            return explain_change(previous, fingerprint)
+        return "no finished run with this fingerprint"
 
     @contextlib.contextmanager
     def lock(self, stage: str, digest: str) -> Iterator[None]:

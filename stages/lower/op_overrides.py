@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from stages.lower.fault_target import operator_nodes
+from stages.lower.fault_target import NamedNode, operator_nodes
 
 # How many op names an error lists when it cannot suggest close ones.
 _LISTED = 16
@@ -53,11 +53,15 @@ def _unknown(option: str, name: str, known: list[str]) -> UnknownOpError:
     )
 
 
-def check_op_name(gm: torch.fx.GraphModule, option: str, name: str) -> None:
-    """UnknownOpError unless `name` is an op of `gm` (NAME, or GRAPH.NAME in a torch.cond branch)."""
-    nodes = operator_nodes(gm)
-    if name not in {n.qualified for n in nodes} | {n.node.name for n in nodes}:
-        raise _unknown(option, name, op_names(gm))
+def check_op_names(nodes: list[NamedNode], named: dict[str, list[str]]) -> None:
+    """UnknownOpError for the first name of an option (option -> names, checked in order) that is
+    none of a program's `nodes` (`operator_nodes`: NAME, or GRAPH.NAME in a torch.cond branch)."""
+    anywhere = {n.qualified for n in nodes} | {n.node.name for n in nodes}
+    for option, names in named.items():
+        for name in names:
+            if name not in anywhere:
+                known = [n.qualified for n in nodes if "getitem" not in str(n.node.target)]
+                raise _unknown(option, name, known)
 
 
 def resolve_overrides(

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from omegaconf import DictConfig
 
 from pipeline.errors import ConfigValueError
 from pipeline.runner import run_pipeline
 from stages.backends.xnnpack import XnnpackBackend
+from stages.lower.fault_target import operator_nodes
+from stages.lower.op_overrides import UnknownOpError, check_op_names
 
 INT8 = ["model=outlier_mlp", "backend=xnnpack", "backend.precision=int8", "tracking=none"]
 
@@ -91,3 +94,20 @@ def test_a_backend_that_cannot_keep_float_is_refused_before_any_stage(
     with pytest.raises(ConfigValueError, match="honours_keep_float"):
         run_pipeline(cfg, print_summary=False)
     assert not (tmp_path / "run" / "exported.pt2").exists()
+
+
+def test_every_option_is_checked_against_one_walk_of_the_program() -> None:
+    class TwoLinears(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.first, self.second = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.second(torch.relu(self.first(x)))
+
+    program = torch.export.export(TwoLinears(), (torch.randn(1, 4),))
+    nodes = operator_nodes(program.graph_module)
+    check_op_names(nodes, {"backend.keep_float": ["linear"], "backend.fault.node": ["relu"]})
+    named = {"backend.keep_float": ["linear"], "backend.keep_off": ["relux"], "x": ["nope"]}
+    with pytest.raises(UnknownOpError, match=r"^backend\.keep_off: 'relux' .*did you mean: relu"):
+        check_op_names(nodes, named)  # the first unknown name, in the options' order

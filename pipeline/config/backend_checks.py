@@ -1,56 +1,26 @@
-"""The backend group's own options, checked before any stage: its class resolved once (the
-name it gives itself), `backend.fault.*` (a kind it expresses, a value that changes something,
-a backend that applies faults), `backend.precision` (one the backend offers) and
-`backend.keep_float` (a backend that honours it)."""
+"""The backend group's own options, checked before any stage against the backend resolved once:
+`backend.name` (the name its class gives itself), `backend.fault.*` (a kind it expresses, a value
+that changes something, a backend that applies faults), `backend.precision` (one the backend
+offers) and `backend.keep_float` (a backend that honours it)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from omegaconf import DictConfig
 
-from pipeline.config.backend_option import AUTHORS_PAGE, class_backend_name, settle_backend_option
+from pipeline.config.backend_option import AUTHORS_PAGE, ResolvedBackend
 from pipeline.errors import ConfigValueError
-from stages.backends.backend_registry import builtin_precisions
 from stages.closed_sets import FaultKind
-from stages.formats.executorch.program import executorch_precisions, is_executorch_backend
 
 
-class ResolvedBackend:
-    """The backend option's class, imported at most once and only when a check needs it (the
-    precision of a built-in backend is known without importing torch)."""
-
-    def __init__(self, cfg: DictConfig) -> None:
-        self.target = str(cfg.backend._target_)
-        self.name = str(cfg.backend.name)
-        self.executorch = is_executorch_backend(self.name)
-        self._cls: Any = None
-
-    def cls(self) -> Any:
-        """The BackendDetails subclass; ConfigValueError naming the option if it cannot be had."""
-        if self._cls is None:
-            from stages.backends.backend_api import BackendError, backend_class
-
-            try:
-                self._cls = backend_class(self.name, self.target)
-            except BackendError as exc:
-                raise ConfigValueError(str(exc)) from exc
-        return self._cls
-
-
-def check_backend_options(cfg: DictConfig, stages: list[str], base_dir: Path) -> ResolvedBackend:
-    """Settle the target, then every backend rule a schema cannot express for the selected
-    stages; the resolved backend for the other groups' checks."""
-    settle_backend_option(cfg, base_dir)
-    backend = ResolvedBackend(cfg)
+def check_backend_options(cfg: DictConfig, stages: list[str], backend: ResolvedBackend) -> None:
+    """Every backend rule a schema cannot express for the selected stages, against the backend
+    as resolved once (pipeline.config.backend_option.resolve_backend)."""
     if "lower" in stages:
         check_fault_kind(cfg)
         check_fault_changes_something(cfg)
         check_backend_class(cfg, backend)
         check_backend_precision(cfg, backend)
         check_override_support(cfg, backend)
-    return backend
 
 
 def check_fault_kind(cfg: DictConfig) -> None:
@@ -82,11 +52,6 @@ def check_fault_changes_something(cfg: DictConfig) -> None:
         )
 
 
-def _fault_requested(cfg: DictConfig) -> bool:
-    fault = cfg.backend.get("fault")
-    return fault is not None and (bool(fault.get("node")) or fault.get("debug_handle") is not None)
-
-
 def _check_executorch_fault(cfg: DictConfig, own: str) -> None:
     """ExecuTorch backends fault by an extra op after a top-level target: scale, offset, nan."""
     from stages.formats.float_reference import FAULT_KINDS_ADDED
@@ -104,24 +69,24 @@ def _check_executorch_fault(cfg: DictConfig, own: str) -> None:
         )
 
 
-def check_backend_class(cfg: DictConfig, backend: ResolvedBackend | None = None) -> None:
+def check_backend_class(cfg: DictConfig, backend: ResolvedBackend) -> None:
     """`backend.name` is the class's own name, and a fault is asked only of a backend that
     applies faults; ConfigValueError naming the option and what to do otherwise."""
-    backend = backend or ResolvedBackend(cfg)
-    target = backend.target
-    own = class_backend_name(target)
-    given = str(cfg.backend.name)
+    if backend.problem is not None:
+        raise ConfigValueError(backend.problem)
+    target, own, given = backend.target, str(backend.own_name), backend.name
     if given != own:
         raise ConfigValueError(
             f"backend.name={given}: the backend class {target} names itself {own!r} (its `name` "
             "attribute labels the run); drop backend.name, or set `name` on the class"
         )
-    if not _fault_requested(cfg):
+    fault = cfg.backend.get("fault")
+    if fault is None or (not fault.get("node") and fault.get("debug_handle") is None):
         return
     if backend.executorch:
         _check_executorch_fault(cfg, own)
         return
-    if not backend.cls().applies_faults:
+    if not backend.cls.applies_faults:
         raise ConfigValueError(
             f"backend.fault.* is set but backend '{own}' ({target}) does not apply faults: "
             "drop backend.fault.*, or support them in the backend (set `applies_faults = True` "
@@ -130,21 +95,17 @@ def check_backend_class(cfg: DictConfig, backend: ResolvedBackend | None = None)
         )
 
 
-def check_backend_precision(cfg: DictConfig, resolved: ResolvedBackend | None = None) -> None:
+def check_backend_precision(cfg: DictConfig, resolved: ResolvedBackend) -> None:
     """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
-    resolved = resolved or ResolvedBackend(cfg)
-    backend = cfg.backend
+    backend, offered = cfg.backend, resolved.precisions
     if resolved.executorch:
-        lowered = executorch_precisions(str(backend.name))
+        lowered = offered
         if str(backend.precision) not in lowered:
             raise ConfigValueError(
                 f"backend.precision='{backend.precision!s}': backend {backend.name} lowers "
                 f"{', '.join(lowered)} (use backend=xnnpack for the emulated precisions)"
             )
         return
-    offered = builtin_precisions(str(backend.name), backend.get("_target_"))
-    if offered is None:  # a user's backend: only its class knows (imports torch)
-        offered = tuple(resolved.cls().precisions())
     if str(backend.precision) not in offered:
         raise ConfigValueError(
             f"backend.precision={backend.precision!s} is not supported by backend "
@@ -156,11 +117,10 @@ def _listed(cfg: DictConfig, key: str) -> list[str]:
     return [str(n) for n in (cfg.backend.get(key) or [])]
 
 
-def check_override_support(cfg: DictConfig, backend: ResolvedBackend | None = None) -> None:
+def check_override_support(cfg: DictConfig, backend: ResolvedBackend) -> None:
     """The chosen backend can honour the overrides asked of it."""
     if not _listed(cfg, "keep_float"):
         return
-    backend = backend or ResolvedBackend(cfg)
     name = backend.name
     if backend.executorch:
         if str(cfg.backend.precision) == "int8":
@@ -170,7 +130,7 @@ def check_override_support(cfg: DictConfig, backend: ResolvedBackend | None = No
             f"(its quantizer leaves them out); at backend.precision={cfg.backend.precision} "
             "there is nothing to keep: set backend.precision=int8 or drop backend.keep_float"
         )
-    if not backend.cls().honours_keep_float:
+    if not backend.cls.honours_keep_float:
         raise ConfigValueError(
             f"backend.keep_float is set but backend '{name}' does not compute ops at fp32 on "
             "request: drop backend.keep_float, or honour it in the backend (set "

@@ -1,14 +1,18 @@
-"""The backend option before any stage: its name from its class, its file-form target settled,
-and `backend.fault.*` refused for a backend that does not apply faults."""
+"""The backend option resolved once before any stage: its file-form target settled, its class
+imported only where a check needs it, the name the class gives itself, the precisions it
+offers; pipeline.config.backend_checks then checks the options against what is resolved."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.errors import ConfigValueError
-from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES
+from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES, builtin_precisions
+from stages.formats.executorch.program import executorch_precisions, is_executorch_backend
 from stages.lower.config import BACKEND_NAME_RESOLVER
 from stages.python_target import absolute_target
 
@@ -47,8 +51,46 @@ def register_backend_name_resolver() -> None:
     )
 
 
-def settle_backend_option(cfg: DictConfig, base_dir: Path) -> None:
-    """Make a relative file-form `backend._target_` absolute against `base_dir` (where the user
-    ran), so the run stage and analysis find the same file and fingerprints and resumes agree."""
+@dataclass(frozen=True)
+class ResolvedBackend:
+    """The backend option as resolved: `problem` says why the class (or its name) could not be
+    had, for the check that needs it to raise in its turn."""
+
+    target: str  # backend._target_, a file form made absolute
+    name: str  # backend.name as given
+    executorch: bool
+    own_name: str | None = None  # the name the class gives itself
+    cls: Any = None  # the BackendDetails subclass, imported only when a check needs it
+    precisions: tuple[str, ...] = ()  # what the backend lowers or emulates
+    problem: str | None = None
+
+
+def _fault_requested(cfg: DictConfig) -> bool:
+    fault = cfg.backend.get("fault")
+    return fault is not None and (bool(fault.get("node")) or fault.get("debug_handle") is not None)
+
+
+def resolve_backend(cfg: DictConfig, stages: list[str], base_dir: Path) -> ResolvedBackend:
+    """Settle the target (a relative file form made absolute against `base_dir`, where the user
+    ran, so the stages, fingerprints and resumes agree); with the lower stage selected, the
+    class's name and precisions, importing the class (and torch) only for a user's backend or
+    for a fault or `backend.keep_float` asked of an emulated one."""
+    asks_class = _fault_requested(cfg) or bool(cfg.backend.get("keep_float"))
     with open_dict(cfg):
         cfg.backend._target_ = absolute_target(str(cfg.backend._target_), base_dir)
+    target, name = str(cfg.backend._target_), str(cfg.backend.name)
+    executorch = is_executorch_backend(name)
+    if "lower" not in stages:
+        return ResolvedBackend(target, name, executorch)
+    own = BUILTIN_BACKEND_NAMES.get(target)
+    offered = executorch_precisions(name) if executorch else builtin_precisions(name, target)
+    if own is not None and (executorch or (offered is not None and not asks_class)):
+        return ResolvedBackend(target, name, executorch, own, precisions=tuple(offered or ()))
+    from stages.backends.backend_api import BackendError, backend_class  # imports torch
+
+    try:
+        cls = backend_class(name, target)
+    except BackendError as exc:
+        return ResolvedBackend(target, name, executorch, own, problem=str(exc))
+    offered = offered if offered is not None else tuple(cls.precisions())
+    return ResolvedBackend(target, name, executorch, own or cls.name, cls, tuple(offered))

@@ -19,7 +19,7 @@ _HOW = (
 def settle_model_option(cfg: DictConfig, base_dir: Path) -> None:
     """Fail early when `_target_`/`inputs` are unset or the target names nothing; make a relative
     file-form target absolute against `base_dir` (the directory the user ran from), so
-    fingerprints and resumes agree."""
+    fingerprints and resumes agree; the factory it names must exist in its file or module."""
     if OmegaConf.is_missing(cfg.model, "_target_"):
         missing = [
             f"model.{key}" for key in ("_target_", "inputs") if OmegaConf.is_missing(cfg.model, key)
@@ -35,21 +35,17 @@ def settle_model_option(cfg: DictConfig, base_dir: Path) -> None:
             "taken from the directory you ran the command in); give FILE.py:FACTORY of an "
             "existing file"
         )
-    _check_factory_defined(typed, str(cfg.model._target_), base_dir)
+    undefined = missing_target_name(str(cfg.model._target_), base_dir)  # read, not run
+    if undefined is not None:
+        source, name, defined = undefined
+        offer = (
+            f"it defines {', '.join(defined)}"
+            if defined
+            else "it defines no public function or class"
+        )
+        raise ModelOptionError(
+            f"model._target_={typed}: {source} defines no {name!r} ({offer}); "
+            "name one of those after the ':' (or the last '.')"
+        )
     if OmegaConf.is_missing(cfg.model, "inputs"):
         raise ModelOptionError(f"model._target_={typed} needs model.inputs: {_HOW}")
-
-
-def _check_factory_defined(typed: str, target: str, base_dir: Path) -> None:
-    """The factory the target names exists in its file or module (read, not run)."""
-    missing = missing_target_name(target, base_dir)
-    if missing is None:
-        return
-    source, name, defined = missing
-    offer = (
-        f"it defines {', '.join(defined)}" if defined else "it defines no public function or class"
-    )
-    raise ModelOptionError(
-        f"model._target_={typed}: {source} defines no {name!r} ({offer}); "
-        "name one of those after the ':' (or the last '.')"
-    )

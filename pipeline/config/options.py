@@ -1,7 +1,7 @@
 """The one pass over the options, after compose and before any stage: the stages selected, then
-each group's own checks in turn (backend, runtime, analyze, the given files, model), each
-resolving its target once. Op names in the options need the exported program and are checked
-after this pass (pipeline.op_names_preflight)."""
+each group's own checks in turn (backend, runtime, analyze, the given files, inputs, model), the
+backend resolved once first (target, class, name, precisions: pipeline.config.backend_option). Op names in the options need the exported program and are checked
+after this pass (pipeline.flow.op_names_preflight)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from pipeline.config.analyze_checks import check_analyze_options
 from pipeline.config.backend_checks import check_backend_options
+from pipeline.config.backend_option import resolve_backend
 from pipeline.config.input_files import check_given_files
 from pipeline.config.inputs_checks import check_inputs_options
 from pipeline.config.model_option import settle_model_option
@@ -36,7 +37,8 @@ def check_options(cfg: DictConfig, base_dir: Path) -> list[str]:
     """Check and settle every option once; the selected stages in order. Raises the named
     error of the first mistake (ConfigValueError, ModelOptionError, StageSelectionError, ...)."""
     names = select_stages(stage_names(list(cfg.stages)))
-    backend = check_backend_options(cfg, names, base_dir)
+    backend = resolve_backend(cfg, names, base_dir)
+    check_backend_options(cfg, names, backend)
     check_runtime_options(cfg, names, backend.executorch)
     check_analyze_options(cfg, names)
     check_given_files(cfg, names)

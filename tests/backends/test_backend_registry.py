@@ -30,10 +30,13 @@ def test_every_registered_backend_is_in_the_table() -> None:
 def test_precision_check_of_a_builtin_backend_imports_no_torch() -> None:
     code = (
         "import sys\n"
+        "from pathlib import Path\n"
         "from omegaconf import OmegaConf\n"
         "from pipeline.config.backend_checks import check_backend_precision\n"
-        "check_backend_precision(OmegaConf.create({'backend': {'name': 'qnn', "
-        "'precision': 'int8', '_target_': 'stages.backends.qnn.QnnBackend'}}))\n"
+        "from pipeline.config.backend_option import resolve_backend\n"
+        "cfg = OmegaConf.create({'backend': {'name': 'qnn', "
+        "'precision': 'int8', '_target_': 'stages.backends.qnn.QnnBackend'}})\n"
+        "check_backend_precision(cfg, resolve_backend(cfg, ['lower'], Path.cwd()))\n"
         "print('torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -11,6 +11,7 @@ import pytest
 from omegaconf import DictConfig, open_dict
 
 from pipeline.config.backend_checks import check_backend_class
+from pipeline.config.backend_option import resolve_backend
 from pipeline.errors import ConfigValueError, StageFailedError
 from pipeline.runner import run_pipeline
 from stages.lower.stage import LoweringError
@@ -45,6 +46,11 @@ class Nameless(NpuBackend):
 '''
 
 
+def _check_class(cfg: DictConfig) -> None:
+    """`backend.name` and `backend.fault.*` checked against the backend resolved once."""
+    check_backend_class(cfg, resolve_backend(cfg, ["lower"], Path.cwd()))
+
+
 @pytest.fixture
 def backends(tmp_path: Path) -> Path:
     """A file of the example backend and variants of it, as an author would write them."""
@@ -58,18 +64,18 @@ def test_the_name_comes_from_the_class(tiny_cfg: Callable[..., DictConfig], back
     assert tiny_cfg("mlp", "backend=qnn").backend.name == "qnn"
     custom = tiny_cfg("mlp", f"backend._target_={backends}:NpuBackend")
     assert custom.backend.name == "npu"
-    check_backend_class(custom)
+    _check_class(custom)
 
 
 def test_another_name_is_refused(tiny_cfg: Callable[..., DictConfig], backends: Path) -> None:
     cfg = tiny_cfg("mlp", f"backend._target_={backends}:NpuBackend", "backend.name=xnnpack")
     with pytest.raises(ConfigValueError, match=r"backend.name=xnnpack: .* names itself 'npu'"):
-        check_backend_class(cfg)
+        _check_class(cfg)
     for cls, why in [("BorrowedName", "name of the built-in backend"), ("Nameless", "class attr")]:
         borrowed = tiny_cfg("mlp", f"backend._target_={backends}:{cls}")
         assert borrowed.backend.name == "unresolved-backend"
         with pytest.raises(ConfigValueError, match=why):
-            check_backend_class(borrowed)
+            _check_class(borrowed)
 
 
 def test_a_fault_is_refused_before_any_stage_by_a_backend_that_does_not_apply_it(
@@ -155,7 +161,7 @@ def test_a_fault_executorch_cannot_express_is_refused_before_any_stage(
 ) -> None:
     ok = tiny_cfg("mlp", "backend=executorch_xnnpack", "backend.fault.node=relu")
     assert ok.backend.name == "executorch_xnnpack"
-    check_backend_class(ok)  # scale: an extra op after relu in the program ExecuTorch lowers
+    _check_class(ok)  # scale: an extra op after relu in the program ExecuTorch lowers
     cfg = tiny_cfg(
         "mlp",
         "backend=executorch_xnnpack",
@@ -163,4 +169,4 @@ def test_a_fault_executorch_cannot_express_is_refused_before_any_stage(
         "backend.fault.kind=transpose",
     )
     with pytest.raises(ConfigValueError, match=r"backend\.fault\.kind=transpose: .* extra op"):
-        check_backend_class(cfg)
+        _check_class(cfg)

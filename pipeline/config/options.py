@@ -1,7 +1,8 @@
-"""The one pass over the options, after compose and before any stage: the stages selected, then
-each group's own checks in turn (backend, runtime, analyze, the given files, inputs, model), the
-backend resolved once first (target, class, name, precisions: pipeline.config.backend_option). Op names in the options need the exported program and are checked
-after this pass (pipeline.flow.op_names_preflight)."""
+"""The one pass over the options, after compose and before any stage: the stages selected, the
+backend resolved once (target, class, name, precisions: pipeline.config.backend_option), then
+each group's own checks in turn (backend, runtime, analyze, the given files, inputs, model). Op
+names in the options need the exported program and are checked after this pass
+(pipeline.flow.op_names_preflight)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ from stages.analyze.compare.task_accuracy import (
     task_option_problem,
     task_target,
 )
+from stages.export.config import InputsSource
+from stages.export.inputs.split_counts import effective_source
 from stages.python_target import missing_target_name, split_file_target
 
 
@@ -22,6 +24,7 @@ def check_analyze_options(cfg: DictConfig, stages: list[str]) -> None:
     if "analyze" in stages:
         check_gap_metric(cfg)
         check_task_options(cfg, Path.cwd())
+        check_task_has_labels(cfg, stages)
 
 
 def check_gap_metric(cfg: DictConfig) -> None:
@@ -62,6 +65,22 @@ def check_task_options(cfg: DictConfig, base_dir: Path) -> None:
         raise ConfigValueError(
             f"analyze.labels={labels}: no such file (a relative path is taken from the directory "
             "you ran the command in); give labels.pt's form: one (label_tensor,) per sample"
+        )
+
+
+def check_task_has_labels(cfg: DictConfig, stages: list[str]) -> None:
+    """A task on seeded random samples (which carry no labels) without analyze.labels stops
+    here, not after the export, lower and run stages."""
+    task = OmegaConf.to_container(cfg.analyze, resolve=True).get("task")  # type: ignore[union-attr]
+    if task_option_problem(task) or (task != "classification" and task_target(task) is None):
+        return
+    if "export" not in stages or cfg.analyze.get("labels") or cfg.get("inputs") is None:
+        return
+    if effective_source(cfg.inputs) == InputsSource.random:
+        raise ConfigValueError(
+            f"{TASK_OPTION} needs labels, and inputs=random samples have none: give samples "
+            "that carry them (inputs=loader with a function yielding (inputs, label), or "
+            "inputs=files with a `labels` member), or analyze.labels=PATH"
         )
 
 

@@ -34,6 +34,10 @@ from pipeline.runner import run_pipeline
             r"analyze.task._target_=./absent_metric.py:fn: no such file",
         ),
         (
+            ["analyze.task=classification"],
+            r"analyze.task needs labels, and inputs=random samples have none",
+        ),
+        (
             ["analyze.task._target_=stages.export.zoo.digits.no_such_metric"],
             r"defines no 'no_such_metric' \(it defines: .*build_digits_cnn",
         ),

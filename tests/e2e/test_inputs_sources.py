@@ -117,3 +117,38 @@ def test_loader_splits_by_default_and_random_says_it_calibrated_on_its_samples(
     assert "int8 calibrated on these same evaluation samples" in out
     assert _record(seeded)["calibrated_on_evaluation"] is True
     assert not (seeded / ArtifactName.CALIBRATION_INPUTS).exists()
+
+
+SKEWED = """
+import torch
+
+def samples(count=48):
+    generator = torch.Generator().manual_seed(7)
+    for index in range(count):
+        x = torch.randn(4, 32, generator=generator)
+        yield (x * 0.25 if index < 32 else x,)  # calibration samples a quarter of the size
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_a_narrow_calibration_misses_the_budget_without_failing_the_backend(
+    tmp_path: Path,
+) -> None:
+    """Evaluation values past the calibrated ranges are clipped: the expected error at each op
+    follows the calibration samples, so the verdict passes (the backend computes what int8 with
+    this calibration should) and the accuracy budget is what misses."""
+    (tmp_path / "skewed.py").write_text(SKEWED)
+    proc = run_module(
+        "pipeline",
+        *MLP_INT8,
+        "inputs=loader",
+        "inputs._target_=./skewed.py:samples",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "cache=false",
+        cwd=tmp_path,
+        timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 5, out
+    assert "== analysis: verdict PASS" in out and "accuracy: budget MISSED" in out

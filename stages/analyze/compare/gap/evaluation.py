@@ -20,6 +20,7 @@ from stages.analyze.link.map_check import (
     MapCheck,
 )
 from stages.analyze.link.node_names import fault_node_names
+from stages.analyze.load.calibration_samples import calibration_samples
 from stages.analyze.load.loading import AnalysisInputs
 from stages.analyze.load.unused_inputs import NotEvaluated, gap_blocker, no_outputs
 from stages.formats.etdump.streaming import holds_debug_events
@@ -80,7 +81,8 @@ def evaluate_numeric_gap(
         tie_tolerance(index.precision),
         index.precision,
         floor_units,
-        calibration=record.representative_inputs,  # what the lower stage calibrated on
+        # what the lower stage calibrated on: calibration_inputs.pt, or the evaluation samples
+        calibration=calibration_samples(inputs.etrecord_path, record.representative_inputs),
         qparams=qparams_from(record.lowering_info),
     )
     differ, compared = every_output_differs(rows, groups, program)

@@ -132,7 +132,10 @@ def test_help_says_what_the_tool_does_and_hides_internals(
     first = proc.stdout.splitlines()[0]
     assert first.startswith("python -m pipeline: export -> lower -> run -> analyze"), first
     assert "powered by Hydra" not in proc.stdout
-    assert "model: cond_model, custom, deep_outlier_mlp, digits_cnn, llm" in proc.stdout
+    assert (
+        "model: cond_model, custom, deep_outlier_mlp, digits_cnn, hf_audio, hf_text, hf_vision, llm"
+        in proc.stdout
+    )
     assert "_schema" not in proc.stdout and "kwargs_for" not in proc.stdout
 
 

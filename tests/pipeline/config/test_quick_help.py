@@ -61,7 +61,11 @@ def test_quick_help_is_hydras_help_without_listing_config_groups(
     text = quick_help_text(overrides)
     assert listed == []  # one compose, no deep copy of the repository per config group
     assert text is not None
-    assert "model: cond_model, custom, deep_outlier_mlp, digits_cnn, llm" in text and "iterations: 3" in text
+    assert (
+        "model: cond_model, custom, deep_outlier_mlp, digits_cnn, hf_audio, hf_text, hf_vision, llm"
+        in text
+        and "iterations: 3" in text
+    )
     assert "name: mlp" in text and "_schema" not in text and "kwargs_for" not in text
     hydras = _hydra_help(overrides, capsys)
     assert len(listed) > 10  # Hydra's help lists every group, twice

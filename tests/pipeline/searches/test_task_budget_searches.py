@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.formats.samples import read_samples, write_samples
-from tests.helpers.cli_runner import run_module
 from tests.helpers.search_runs import run_search
+from tests.helpers.task_labels import float_model_labels
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 MODEL = ["model=outlier_mlp", "inputs.count=4", "tracking=none"]
@@ -27,23 +26,8 @@ TASK = [
 
 @pytest.fixture(scope="module")
 def labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """labels.pt: the float model's own top-1 class per row of the run's samples (exported by
-    the CLI, so they are the samples every trial runs)."""
-    where = tmp_path_factory.mktemp("labels")
-    exported = run_module(
-        "pipeline",
-        *MODEL,
-        "stages=[export]",
-        f"hydra.run.dir={where / 'export'}",
-        f"cache_dir={where / 'cache'}",
-        cwd=where,
-        timeout=600,
-    )
-    assert exported.returncode == 0, exported.stderr[-2000:]
-    references = read_samples(where / "export" / "reference_outputs.pt")
-    path = where / "labels.pt"
-    write_samples([(outputs[0].argmax(-1),) for outputs in references], path)
-    return path
+    """The float model's own top-1 class per row of the samples every trial runs."""
+    return float_model_labels(tmp_path_factory.mktemp("labels"), *MODEL)
 
 
 def test_precision_search_keeps_ops_float_until_the_task_drop_is_within_budget(

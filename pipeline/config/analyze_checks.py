@@ -60,6 +60,12 @@ def check_task_options(cfg: DictConfig, base_dir: Path) -> None:
             f"analyze.accuracy_budget.max_drop={max_drop}: give a finite drop >= 0 (percentage "
             "points for classification's top-1, the metric's units for yours)"
         )
+    generate = OmegaConf.select(cfg, "runtime.generate.prompt_tokens")
+    if (option == "classification" or target is not None) and generate is not None:
+        raise ConfigValueError(
+            f"{TASK_OPTION} with runtime.generate.*: a generation's outputs are its steps' "
+            "logits, not one output per labelled sample; leave one of them unset"
+        )
     labels = cfg.analyze.get("labels")
     if labels and not (base_dir / Path(str(labels)).expanduser()).is_file():
         raise ConfigValueError(

@@ -38,6 +38,10 @@ from pipeline.runner import run_pipeline
             r"analyze.task needs labels, and inputs=random samples have none",
         ),
         (
+            ["analyze.task=classification", "runtime.generate.prompt_tokens=4"],
+            r"analyze.task with runtime.generate.\*: a generation's outputs",
+        ),
+        (
             ["analyze.task._target_=stages.export.zoo.digits.no_such_metric"],
             r"defines no 'no_such_metric' \(it defines: .*build_digits_cnn",
         ),

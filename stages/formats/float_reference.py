@@ -133,10 +133,16 @@ QParams = tuple[float, int, int, int]
 _PER_TENSOR_QUANTIZE = "quantize_per_tensor"
 
 
-def activation_qparams(lowered: torch.export.ExportedProgram) -> dict[str, QParams]:
+def activation_qparams(
+    lowered: torch.export.ExportedProgram, reference: torch.export.ExportedProgram | None = None
+) -> dict[str, QParams]:
     """Node name → the per-tensor quantization its value gets in `lowered` (a PT2E program):
     the scale and zero point its calibration chose, which the expected error then uses instead
-    of a range of its own. Values that are not plain finite numbers are skipped."""
+    of a range of its own. Values that are not plain finite numbers are skipped. With the
+    `reference` (the fp32 program), names are those of the reference ops the lowered ones were
+    made from (`take_handles`' match: ops a higher-order op held, a Hugging Face rotary block
+    under `wrap_with_set_grad_enabled`, all have that op as their provenance root)."""
+    ours = _Reference.of(reference) if reference is not None else None
     found: dict[str, QParams] = {}
     for node in lowered.graph_module.graph.nodes:
         kind = _op(node.target).removeprefix(QDQ_NAMESPACE)
@@ -145,11 +151,20 @@ def activation_qparams(lowered: torch.export.ExportedProgram) -> dict[str, QPara
         source, args = (node.args[0] if node.args else None), node.args[1:5]
         if not isinstance(source, torch.fx.Node) or len(args) < 4:
             continue
-        name = source.name if source.op == "placeholder" else source_name(source)
+        name = source.name if source.op == "placeholder" else _reference_name(ours, source)
         params = plain_qparams(*args)
         if params is not None and name not in found:
             found[name] = params
     return found
+
+
+def _reference_name(ours: _Reference | None, node: torch.fx.Node) -> str:
+    """The name of the reference op `node` was made from (its provenance root without one)."""
+    if ours is not None and node.target is not operator.getitem:
+        match = _reference_match(ours, node)
+        if match is not None and _same_op(_op(match.target), _op(node.target)):
+            return match.name
+    return source_name(node)
 
 
 def plain_qparams(scale: object, zero: object, low: object, high: object) -> QParams | None:
@@ -320,7 +335,7 @@ def _fold_into_producers(ours: _Reference) -> None:
         consumers = [lowered_of.get(user) for user in _value_users(node)]
         if any(c is not None and folded_into in _read_through_qdq(c) for c in consumers):
             node.meta[DEBUG_HANDLE_META] = handle
-            node.meta[FOLDED_INTO_META] = source_name(folded_into)
+            node.meta[FOLDED_INTO_META] = producer.name  # as activation_qparams names it
             producer.meta[FOLDS_NEXT_META] = True
 
 

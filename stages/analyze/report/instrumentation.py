@@ -15,13 +15,30 @@ INSTRUMENTATION_KEY = "instrumentation"
 _MAX_BYTES = 32 << 20
 
 
-def _tapped_ops(gaps: list[dict[str, Any]]) -> set[int]:
+def _compared(row: dict[str, Any]) -> bool:
+    """The row compared at least one sample (a group whose last op holds no tensor, an
+    `_assert_tensor_metadata`, compares none)."""
+    try:
+        return int(row.get("samples") or 0) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _tapped_ops(gaps: list[dict[str, Any]]) -> tuple[set[int], dict[int, str]]:
+    """Handles a tapped row compared, and those only rows of no sample cover (with why)."""
     found: set[int] = set()
+    empty: dict[int, str] = {}
     for row in gaps:
         identifiers = row.get("delegate_debug_identifiers") or []
-        if any(tap_identifier_handles(i) is not None for i in identifiers):
-            found.update(int(h) for h in row.get("debug_handles") or [])
-    return found
+        if not any(tap_identifier_handles(i) is not None for i in identifiers):
+            continue
+        handles = {int(h) for h in row.get("debug_handles") or []}
+        if _compared(row):
+            found |= handles
+            continue
+        reason = f"its group (row {row.get('group')}) compared 0 samples"
+        empty.update(dict.fromkeys(handles, reason))
+    return found, {h: why for h, why in empty.items() if h not in found}
 
 
 def instrumentation_record(
@@ -38,13 +55,17 @@ def instrumentation_record(
     if not isinstance(record, dict):
         return {"error": f"{path.name} holds no JSON object: not read"}
     delegated = {str(k): int(v) for k, v in dict(record.pop("delegated_ops", {})).items()}
-    rows = _tapped_ops(gaps)
+    rows, empty = _tapped_ops(gaps)
     attributed = {name: index.handle_attribution.get(h, h) for name, h in delegated.items()}
     without = sorted(name for name, h in attributed.items() if h not in rows)
     record["ops_delegated"] = len(delegated)
     record["ops_with_rows"] = len(delegated) - len(without)
     record["rows_per_op"] = record["ops_with_rows"] / len(delegated) if delegated else None
     record["ops_without_rows"] = without
+    # Ops whose tapped row compared nothing: not covered, and why.
+    record["not_evaluated"] = {
+        name: empty[attributed[name]] for name in without if attributed[name] in empty
+    }
     return record
 
 

@@ -69,11 +69,11 @@ def read_executorch_etrecord(
     qparams = {}
     if (precision != "fp32" or faults) and float_program is not None and method == METHOD:
         remap = qdq_attribution(program)
-        qparams = activation_qparams(program)
         try:
-            program = take_handles(_float_program(float_program), program, str(float_program))
+            reference = take_handles(_float_program(float_program), program, str(float_program))
         except FloatReferenceError as exc:
             raise ETRecordError(f"{what}: {exc}") from exc
+        qparams, program = activation_qparams(program, reference), reference
         graph_name = f"exported fp32 program {float_program.name}"
     samples = samples_as_inspector_reads(parsed._representative_inputs, _user_inputs(program))
     if remap or graph_name.startswith("exported fp32"):

@@ -69,7 +69,7 @@ def task_line(task: dict[str, Any] | None) -> str:
     judged = f"max {_num(max_drop)}: {met}" if max_drop is not None else met
     line = (
         f"{head}: {what} {_score(task['reference'], unit)} -> {_score(task['runtime'], unit)} "
-        f"(drop {task['drop']:.4g} {unit}, {judged})"
+        f"(drop {_num(task['drop'])} {unit}, {judged})"
     )
     top5 = task.get("top5")
     if top5:

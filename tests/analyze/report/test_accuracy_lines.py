@@ -58,6 +58,8 @@ def test_a_user_metric_unjudged_and_a_task_not_evaluated() -> None:
     assert task_line(metric) == (
         "task ./metric.py:fn, 4 samples: score 0.8 -> 0.75 (drop 0.05 metric units, not judged)"
     )
+    # summary.json writes a metric's NaN as the string "nan": shown as it is, never a crash.
+    assert "(drop nan metric units" in task_line(metric | {"runtime": "nan", "drop": "nan"})
     absent = {"name": "classification", "samples": 4, "reason": "not evaluated: no ETRecord"}
     assert task_line(absent) == "task classification, 4 samples: not evaluated: no ETRecord"
     assert task_line(None) == ""

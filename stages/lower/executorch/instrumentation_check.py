@@ -2,9 +2,11 @@
 
 Compared: the number of delegate calls (partitions), each partition's serialized XNNPACK node
 kinds and counts, and, per op of the program, where it runs (which partition, or outside every
-delegate) and which XNNPACK nodes carry its debug handle. An op whose placement or nodes
-differ had its fusion (or delegation) changed by the taps. Tap outputs add no XNNPACK node when
-they leave a kernel as it is; the check reports any that do.
+delegate), which XNNPACK nodes carry its debug handle and which ops its kernel computes with it
+(`fusion_groups`: a BatchNorm the taps un-fused from its convolution runs in a node of its own).
+An op whose placement, nodes or group differ, or that one program has and the other lacks, had
+its fusion (or delegation) changed by the taps. Tap outputs add no XNNPACK node when they leave
+a kernel as it is; the check reports any that do.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ from stages.formats.executorch.xnnpack_graph import (
     is_xnnpack_payload,
     read_xnnpack_graph,
 )
+from stages.lower.executorch.fusion_groups import (
+    COPY_KINDS,
+    GraphNode,
+    fusion_groups,
+    kernels_by_op,
+)
 from stages.lower.executorch.tap_points import (
     delegate_calls,
     delegate_instructions,
@@ -25,48 +33,67 @@ from stages.lower.executorch.tap_points import (
 )
 
 Placement = dict[str, Any]
-# Nodes XNNPACK adds to hand a tapped value out in the program's layout and dtype (NHWC→NCHW,
-# a dtype conversion): copies of a value, no computation of the model's.
-COPY_KINDS = frozenset({"XNNStaticTranspose", "XNNConvert", "XNNCopy"})
+__all__ = ["COPY_KINDS", "Placement", "compare_programs", "op_placements", "xnnpack_ops"]
 
 
-def _xnnpack_nodes(pte: bytes, where: str) -> list[list[tuple[str, int]]]:
-    """Per delegate call in order: (XNode kind, debug handle) of its XNNPACK graph ([] for other
-    backends)."""
+def _xnnpack_nodes(pte: bytes, where: str) -> list[list[GraphNode]]:
+    """Per delegate call in order: the XNodes of its XNNPACK graph ([] for other backends)."""
     found = []
     for payload in read_delegate_payloads(pte, where):
-        nodes: list[tuple[str, int]] = []
+        nodes: list[GraphNode] = []
         if is_xnnpack_payload(payload.processed):
             try:
                 graph = read_xnnpack_graph(payload.processed, where)
-                nodes = [(n.kind, n.debug_handle) for n in graph.nodes]
+                nodes = [
+                    GraphNode(n.kind, n.debug_handle, tuple(n.inputs), tuple(n.outputs))
+                    for n in graph.nodes
+                ]
             except XnnpackGraphError:
                 nodes = []
         found.append(nodes)
     return found
 
 
+def _producers(etrecord: Any) -> tuple[dict[str, list[str]], list[str]]:
+    """Each op's input ops by name, and the ops in graph order, of the program ExecuTorch
+    lowered (the names `handles_by_name` gives)."""
+    producers: dict[str, list[str]] = {}
+    order: list[str] = []
+    for node in etrecord.exported_program.graph_module.graph.nodes:
+        if node.op == "call_function":
+            order.append(node.name)
+            inputs = [a.name for a in node.all_input_nodes if a.op == "call_function"]
+            producers[node.name] = inputs
+    return producers, order
+
+
 def op_placements(pte: bytes, etrecord: Any, where: str = "program") -> dict[str, Placement]:
-    """Op name → its partition (index of its delegate call, None outside) and the XNNPACK node
-    kinds carrying its handle."""
+    """Op name → its partition (index of its delegate call, None outside), the XNNPACK node
+    kinds carrying its handle and the other ops its kernel computes (`fused_with`)."""
     names = handles_by_name(etrecord)
     instructions = delegate_instructions(etrecord)
     calls = delegate_calls(etrecord) or sorted(set(instructions.values()))
     order = {iid: i for i, iid in enumerate(calls)}
     graphs = _xnnpack_nodes(pte, where)
+    producers, graph_order = _producers(etrecord)
     placements: dict[str, Placement] = {}
     for name, handle in names.items():
         iid = instructions.get(handle)
         partition = order.get(iid) if iid is not None else None
         nodes = graphs[partition] if partition is not None and partition < len(graphs) else []
-        kinds = sorted(kind for kind, h in nodes if h == handle)
-        placements[name] = {"partition": partition, "xnnpack_nodes": kinds}
+        kinds = sorted(n.kind for n in nodes if n.handle == handle)
+        placements[name] = {"partition": partition, "xnnpack_nodes": kinds, "fused_with": []}
+    for partition, nodes in enumerate(graphs):
+        inside = {n: names[n] for n, p in placements.items() if p["partition"] == partition}
+        groups = fusion_groups(kernels_by_op(nodes, inside, producers, graph_order))
+        for name, group in groups.items():
+            placements[name]["fused_with"] = [other for other in group if other != name]
     return placements
 
 
 def _partition_counts(pte: bytes, where: str) -> list[dict[str, int]]:
     return [
-        dict(sorted(Counter(k for k, _ in nodes).items())) for nodes in _xnnpack_nodes(pte, where)
+        dict(sorted(Counter(n.kind for n in nodes).items())) for nodes in _xnnpack_nodes(pte, where)
     ]
 
 
@@ -80,8 +107,8 @@ def compare_programs(
     changed_ops = sorted(
         name
         for name, place in plain_ops.items()
-        if name in tapped_ops and tapped_ops[name] != place
-    )
+        if _among(tapped_ops.get(name), set(plain_ops)) != place
+    )  # an op the instrumented program lacks (no handle of its own there) changed too
     per_partition = [
         {
             "partition": i,
@@ -100,10 +127,18 @@ def compare_programs(
         "copies_added": copies,
         "fusion_changed_ops": changed_ops,
         "fusion_changes": {
-            n: {"shipped": plain_ops[n], "instrumented": tapped_ops[n]} for n in changed_ops
+            n: {"shipped": plain_ops[n], "instrumented": tapped_ops.get(n)} for n in changed_ops
         },
         "changed_what_ran": bool(computing or changed_ops or len(shipped) != len(instrumented)),
     }
+
+
+def _among(place: Placement | None, known: set[str]) -> Placement | None:
+    """`place` with its fusion group cut to the `known` ops (a tap op the instrumented program
+    adds may share its tapped op's handle, and so its kernel: that leaves the kernel as is)."""
+    if place is None:
+        return None
+    return {**place, "fused_with": [n for n in place.get("fused_with", []) if n in known]}
 
 
 def _added_copies(per_partition: list[dict[str, Any]]) -> dict[int, dict[str, int]]:

@@ -1,11 +1,12 @@
-"""An independent reference for a corpus run at int8 on executorch_xnnpack: the same architecture
-quantized by PT2E with ExecuTorch's XNNPACK quantizer (per-channel symmetric, calibrated on the
-run's inputs) and run eagerly, held against the float model and the runtime's outputs.
+"""An independent reference for a corpus run at int8 (executorch_xnnpack or the emulated xnnpack):
+the same architecture quantized by PT2E with ExecuTorch's XNNPACK quantizer (per-channel
+symmetric, calibrated on the run's inputs) and run eagerly, held against the float model and
+the run's outputs.
 
     PYTHONPATH=. python benchmarks/corpus_reference.py mobilenet_v1 RUN_DIR
 
 Only the architecture's factory comes from this project; quantization, export and the SNRs are
-torch's, torchao's and ExecuTorch's own. If the runtime agrees with the eager quantized model
+torch's, torchao's and ExecuTorch's own. If the run's outputs agree with the eager quantized model
 far better than either agrees with float, a low end-to-end SNR is int8's own error on this
 model (a true finding about the precision), not the runtime's nor the tool's.
 """
@@ -50,7 +51,7 @@ def quantized_eager(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("arch")
-    parser.add_argument("run_dir", type=Path, help="a bench_corpus run dir (int8, ExecuTorch)")
+    parser.add_argument("run_dir", type=Path, help="a bench_corpus run dir at int8")
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
     from stages.export.zoo.hf_corpus import build
@@ -64,8 +65,8 @@ def main() -> int:
         float_out = model(*samples[0])
         quant_out = quantized_eager(model, samples)(*samples[0])
     print(f"{args.arch}: float vs eager int8 (PT2E) {snr_db(float_out, quant_out):.2f} dB")
-    print(f"{args.arch}: float vs ExecuTorch runtime {snr_db(float_out, runtime):.2f} dB")
-    print(f"{args.arch}: eager int8 vs ExecuTorch runtime {snr_db(quant_out, runtime):.2f} dB")
+    print(f"{args.arch}: float vs the run's outputs {snr_db(float_out, runtime):.2f} dB")
+    print(f"{args.arch}: eager int8 vs the run's outputs {snr_db(quant_out, runtime):.2f} dB")
     return 0
 
 

@@ -132,5 +132,6 @@ def test_a_clean_int8_run_with_taps_on_executorch_passes(
     )
     assert summary["verdict"] == "pass", (summary["verdict_reason"], summary["first_divergence"])
     assert summary["accuracy"]["met"], summary["accuracy"]
-    ops_with_rows = summary["instrumentation"]["ops_with_rows"]
-    assert ops_with_rows > 10 and len(gaps) >= ops_with_rows  # every tapped op has its row
+    assert summary["instrumentation"]["ops_with_rows"] > 10
+    inside = [g for g in gaps if g["delegate_backend_name"]]  # rows of values inside partitions,
+    assert len(inside) > 2 * summary["partitions"]  # not only each partition's output

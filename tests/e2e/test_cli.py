@@ -55,7 +55,12 @@ def test_export_stage_run_is_tracked_then_reused(tmp_path: Path) -> None:
     assert run.data.tags["model"] == "vit" and run.data.tags["backend"] == "xnnpack"
     assert run.data.tags["stage.export"] == "done" and len(run.data.tags["git_commit"]) >= 7
     exported = {a.path for a in client.list_artifacts(run.info.run_id, "export")}
-    assert {"export/exported.pt2", "export/inputs.pt", "export/reference_outputs.pt"} == exported
+    assert {
+        "export/exported.pt2",
+        "export/inputs.pt",
+        "export/inputs.json",  # which samples the export took, and for what
+        "export/reference_outputs.pt",
+    } == exported
     assert "export.debug_handles" in run.data.metrics
 
     second = _cli(*args, cwd=tmp_path)

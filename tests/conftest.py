@@ -65,6 +65,33 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
     return None
 
 
+# Modules of long end-to-end runs (real ExecuTorch lowerings of whole models, a PostgreSQL-backed
+# server, a browser): marked `slow`. The README's test command runs them; CI runs them on its
+# first Python and deselects them on the others (.ci/other_pythons.sh), which repeat the rest.
+SLOW_MODULES = frozenset(
+    {
+        "tests/analyze/compare/test_expected_error_rotary.py",
+        "tests/analyze/generation/test_executorch_generation.py",
+        "tests/analyze/link/xnnpack/test_recovery.py",
+        "tests/backends/test_author_backend.py",
+        "tests/e2e/test_hf_architectures.py",
+        "tests/e2e/test_verdict_exit_codes.py",
+        "tests/export/zoo/test_digits_backends.py",
+        "tests/export/zoo/test_hf_corpus.py",
+        "tests/formats/executorch/test_corpus.py",
+        "tests/formats/executorch/test_xnnpack_graph.py",
+        "tests/formats/test_zip_bombs.py",
+        "tests/lower/executorch/test_fusion_groups.py",
+        "tests/lower/executorch/test_nan_fault.py",
+        "tests/pipeline/searches/test_task_budget_searches.py",
+        "tests/pipeline/tools/test_explore.py",
+        "tests/pipeline/tools/test_pack_etrecord.py",
+        "tests/pipeline/tracking/test_mlflow_ui_landing.py",
+        "tests/pipeline/tracking/test_postgres_server.py",
+    }
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `-n 2` (`--dist loadgroup` in pyproject.toml) the tests sharing a module-scoped
@@ -78,6 +105,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group in SHARED_FIXTURE_GROUPS.values()
     }
     for item, group in groups.items():
+        if item.nodeid.split("::")[0] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
         if group is not None:
             module = item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(module_groups.get(module, group)))

@@ -1,5 +1,6 @@
 """Blocks people ship, small: conv + BatchNorm + activation (ReLU, hardswish), squeeze-excitation,
-and ShuffleNet's split/branch/cat/channel-shuffle unit (chunk -> getitem). BatchNorm statistics
+ShuffleNet's split/branch/cat/channel-shuffle unit (chunk -> getitem) and MobileNetV2's padded
+residual (a pad reading a BatchNorm). BatchNorm statistics
 are re-estimated on random batches, so activations have a trained network's scale."""
 
 from __future__ import annotations
@@ -67,6 +68,31 @@ class ShuffleUnit(nn.Module):
         return self.post(y)
 
 
+class PaddedResidual(nn.Module):
+    """MobileNetV2's TF-padded inverted residual, small: (conv -> BatchNorm) three times, a pad reading
+    that BatchNorm (TF's asymmetric same padding) -> depthwise conv -> BatchNorm, added to the
+    first BatchNorm's output -> in-place ReLU6 -> conv. The in-place op has the export
+    functionalized, so each BatchNorm is aten's three-output op, as in Hugging Face's models."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.stem_bn = nn.BatchNorm2d(16)
+        self.expand = nn.Conv2d(16, 16, 1)
+        self.expand_bn = nn.BatchNorm2d(16)
+        self.conv = nn.Conv2d(16, 8, 1)
+        self.bn = nn.BatchNorm2d(8)
+        self.depthwise = nn.Conv2d(8, 8, 3, groups=8)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.head = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.expand_bn(self.expand(self.stem_bn(self.stem(x))))
+        y = self.bn(self.conv(y))
+        z = self.bn2(self.depthwise(functional.pad(y, (1, 1, 1, 1))))
+        return self.head(functional.relu6(y + z, inplace=True))
+
+
 def with_batchnorm_statistics(model: nn.Module, shape: tuple[int, ...], seed: int = 0) -> nn.Module:
     """`model` in eval mode after its BatchNorm running statistics saw 8 random batches."""
     torch.manual_seed(seed)
@@ -82,6 +108,7 @@ PATTERNS: dict[str, Callable[[], nn.Module]] = {
     "conv_bn_hardswish": lambda: ConvBnAct(nn.Hardswish),
     "squeeze_excite": SqueezeExcite,
     "shuffle_unit": ShuffleUnit,
+    "padded_residual": PaddedResidual,
 }
 
 

@@ -125,6 +125,9 @@ class PrecisionEmulation:
     ranges: dict[torch.fx.Node, float] = field(default_factory=dict)
     # int8: the program's own quantize parameters by node name (PT2E), before `ranges`.
     qparams: Mapping[str, QParams] = field(default_factory=dict)
+    # The debug handles the lowered program delegated (the delegate maps'): an unlogged op among
+    # them ran at the precision, whoever reads its value (see local_rerun.emulated_upstream).
+    delegated: frozenset[int] = frozenset()
 
     @property
     def active(self) -> bool:

@@ -11,6 +11,7 @@ import torch
 
 from stages.analyze.compare.expected_error import PrecisionEmulation, bit_identical
 from stages.analyze.compare.gap.groups import GapGroup, is_getitem
+from stages.handles.debug_handles import get_debug_handle
 
 
 def note_unobserved(group: GapGroup, subst: Collection[torch.fx.Node]) -> None:
@@ -151,16 +152,23 @@ def emulated_upstream(
     """The unobserved ops whose error the group's local gap holds (its re-run takes their
     reference values), so its expected error emulates them too, and the ops of that re-run that
     stay exact. With the program's own quantize parameters (a PT2E program) an op they do not
-    quantize runs in float; without them, upstream ops of a group off the delegate are not
-    known to be low precision, so only a delegated group's chain is emulated."""
+    quantize runs in float; without them, an upstream op is known to be low precision when the
+    lowered program delegated it (`emulation.delegated`), and every op of a delegated group's
+    chain is emulated."""
     chain = group.unobserved_nodes
-    if len(chain) > MAX_UPSTREAM_OPS or not (group.is_delegated or emulation.qparams):
-        chain = []
     quantized = emulation.qparams
+    on_delegate = {n for n in chain if get_debug_handle(n) in emulation.delegated}
+    if len(chain) > MAX_UPSTREAM_OPS or not (group.is_delegated or quantized or on_delegate):
+        chain = []
     exact = {n for n in chain if quantized and n.name not in quantized}
     if not group.is_delegated:  # a portable op computes in float on what it is given
-        ops = [*chain, *group.nodes]
-        inside = set(ops)
+        if not quantized:  # the delegated ops of its chain at the precision, the rest in float
+            exact |= {n for n in chain if n not in on_delegate}
+        ops = [n for n in (*chain, *group.nodes) if quantized or n not in on_delegate]
+        inside = set(chain) | set(group.nodes)
+        read_by_delegate = {a for n in on_delegate for a in n.all_input_nodes}
         given = {a for n in ops for a in n.all_input_nodes if a not in inside}
+        if not quantized:  # a value a delegated op also reads is stored at its precision
+            given -= read_by_delegate
         exact |= {n for n in (*group.nodes, *given) if n.name not in quantized}
     return list(chain), exact

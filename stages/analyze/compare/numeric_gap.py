@@ -7,7 +7,7 @@ local gap, ops that only carry it do not."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import torch
 from torch.export import ExportedProgram
@@ -49,13 +49,14 @@ def numeric_gap_and_flow(
     release_values: bool = True,
     calibration: Sequence[Sequence[torch.Tensor]] | None = None,
     qparams: Mapping[str, QParams] | None = None,
+    delegated: Collection[DebugHandle] = (),
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
 
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
-    outputs with the tie rule at `tie_tolerance` (`exact_compare`). Ops inside a torch.cond branch are compared against the same branch of the reference on its operands.
-    With `precision`, float rows get an error budget: observed local error against what that
-    precision alone costs there (expected_error.py; `qparams`: a PT2E program's own, by node).
+    outputs with the tie rule at `tie_tolerance` (`exact_compare`); a cond's branch ops against
+    the same branch of the reference. With `precision`, float rows get an error budget: observed
+    local error against that precision's own (expected_error; `qparams`, `delegated`: _emulation).
 
     The program is walked once, every sample in step, in topological order: a group is compared
     as soon as its last node is evaluated, and each reference value is released after its last
@@ -67,8 +68,7 @@ def numeric_gap_and_flow(
     record_of = {site.node: record for site, record in zip(sites, records, strict=True)}
     order = node_order(graph, sites)
     groups, topo = build_groups(outputs, graph, order)
-    calibrated_on = samples if calibration is None else calibration
-    emulation = _emulation(program, calibrated_on, precision, qparams)
+    emulation = _emulation(program, (samples, calibration), precision, qparams, delegated)
     walks = _sample_walks(program, samples, outputs, groups)
     plan = plan_walk(order, topo, sites, groups, release_values)
     options = (comparators, tie_tolerance, emulation, floor_units)
@@ -120,17 +120,23 @@ def _sample_walks(
 
 def _emulation(
     program: ExportedProgram,
-    samples: Sequence[Sequence[torch.Tensor]],
+    samples: tuple[Sequence[Sequence[torch.Tensor]], Sequence[Sequence[torch.Tensor]] | None],
     precision: str | None,
     qparams: Mapping[str, QParams] | None = None,
+    delegated: Collection[DebugHandle] = (),
 ) -> PrecisionEmulation | None:
     """The precision emulation of the expected error; int8 scales from the reference values
-    (and a PT2E program's own `qparams`, when given)."""
+    (and a PT2E program's own `qparams`, by node, when given); the handles the lowered program
+    `delegated`, whose unlogged ops a group's expected error emulates upstream of it
+    (local_rerun.emulated_upstream)."""
     if precision is None:
         return None
     emulation = PrecisionEmulation(precision, constant_placeholders(program))
+    emulation.delegated = frozenset(delegated)
     if qparams:
         emulation.qparams = qparams
     if precision == "int8":  # as the lower stage calibrates: over every representative input
-        max_abs_ranges_streamed(program, samples, emulation.ranges)
+        evaluated, calibration = samples  # scales from the calibration samples, if any
+        calibrated_on = evaluated if calibration is None else calibration
+        max_abs_ranges_streamed(program, calibrated_on, emulation.ranges)
     return emulation

@@ -48,6 +48,16 @@ def _stand_in(value: Value, ref: Any, lists: bool = True) -> Any:
         # aten.layer_norm: value, mean, rstd): the only one of the reference's shape and kind.
         same = [v for v in value if isinstance(v, torch.Tensor) and _same_kind(v, ref)]
         return _like(same[0], ref) if len(same) == 1 else None
+    if lists and isinstance(ref, tuple | list) and isinstance(value, torch.Tensor):
+        # Several reference outputs, one runtime value (a delegate's BatchNorm gives its value,
+        # not the batch statistics aten's op also returns): the value stands in for the only
+        # output of its shape and kind, the others stay the reference's.
+        fits = [
+            i for i, r in enumerate(ref) if isinstance(r, torch.Tensor) and _same_kind(value, r)
+        ]
+        if len(fits) != 1:
+            return None
+        return type(ref)(_like(value, r) if i == fits[0] else r for i, r in enumerate(ref))
     if (
         lists
         and isinstance(ref, tuple | list)

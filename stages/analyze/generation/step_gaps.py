@@ -76,6 +76,7 @@ def step_gap(
         options.budget.floor_units,
         calibration=options.calibration,
         qparams=options.qparams,
+        delegated={h for m in index.maps for h in m.delegated_handles},
     )
     verdict = decide(
         rows,

@@ -112,3 +112,46 @@ def test_an_upstream_op_the_program_keeps_in_float_stays_exact() -> None:
     same error is still over budget (the chain gives no licence it does not have)."""
     with_chain, alone = _budget_excess("other")
     assert with_chain > 10.0 and alone > 10.0
+
+
+def _delegated_producer_excess(delegated: bool, fault: float = 1.0) -> float:
+    """Excess dB of a portable op (`kept`, logged: a slice of the small values) reading an
+    unlogged op the lowered program delegated at int8 (`scaled`, whose scale a large value
+    sets), with no PT2E quantize parameters (an emulated backend): the runtime quantized
+    `scaled` at that scale (times `fault`). The floor is the pipeline's int8 default."""
+    from stages.analyze.compare.expected_error import PrecisionEmulation, error_budget
+    from stages.analyze.compare.local_rerun import emulated_upstream, note_unobserved
+    from stages.handles.debug_handles import DEBUG_HANDLE_META
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    scaled = graph.call_function(torch.ops.aten.mul.Tensor, (x, 3.7))
+    kept = graph.call_function(torch.ops.aten.slice.Tensor, (scaled, 0, 0, 401))
+    graph.output(kept)
+    scaled.meta[DEBUG_HANDLE_META], kept.meta[DEBUG_HANDLE_META] = 1, 2
+    inputs = torch.cat([torch.linspace(-3, 3, 401), torch.tensor([100.0])])
+    env = {x: inputs, scaled: inputs * 3.7, kept: (inputs * 3.7)[:401]}
+    scale = float((inputs * 3.7).abs().max()) / 127
+    runtime = (torch.round(inputs * 3.7 / scale) * scale * fault)[:401]
+    group = GapGroup(handles=(2,), anchor=kept, nodes=[kept], is_delegated=False)
+    note_unobserved(group, subst={})
+    emulation = PrecisionEmulation("int8", delegated=frozenset({1} if delegated else ()))
+    upstream, exact = emulated_upstream(group, emulation)
+    assert (upstream == [scaled]) is delegated and kept in exact
+    assert (scaled in exact) is not delegated  # off the delegate: read as given, in float
+    local, _ = rerun(group, env, {})
+    emulated, _ = rerun(group, env, {}, emulation=emulation, upstream=upstream, exact=exact)
+    budget = error_budget([runtime], [local], [emulated] if upstream else None, "int8", 0.25)
+    return budget["excess_db"]
+
+
+def test_an_op_reading_an_unlogged_delegated_producer_gets_its_precision_error() -> None:
+    """MobileNetV2's pad reading a BatchNorm the delegate ran at int8: the pad's expected error
+    holds the BatchNorm's int8 error (before: a float budget, a false FAIL); an upstream op the
+    program did not delegate gives no such licence."""
+    assert _delegated_producer_excess(delegated=True) < 1.0
+    assert _delegated_producer_excess(delegated=False) > 10.0
+
+
+def test_a_fault_in_the_unlogged_delegated_producer_still_exceeds_it() -> None:
+    assert _delegated_producer_excess(delegated=True, fault=1.5) > 10.0

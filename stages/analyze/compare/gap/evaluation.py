@@ -84,6 +84,7 @@ def evaluate_numeric_gap(
         # what the lower stage calibrated on: calibration_inputs.pt, or the evaluation samples
         calibration=calibration_samples(inputs.etrecord_path, record.representative_inputs),
         qparams=qparams_from(record.lowering_info),
+        delegated={h for m in index.maps for h in m.delegated_handles},
     )
     differ, compared = every_output_differs(rows, groups, program)
     note = inputs_note(differ, compared, str(inputs.etrecord_path))

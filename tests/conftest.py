@@ -96,6 +96,7 @@ SLOW_MODULES = frozenset(
         "tests/lower/executorch/test_backends.py",
         "tests/lower/executorch/test_conv_batchnorm_int8.py",
         "tests/lower/executorch/test_fusion_groups.py",
+        "tests/lower/executorch/test_fp16_pins.py",
         "tests/lower/executorch/test_nan_fault.py",
         "tests/pipeline/searches/test_task_budget_searches.py",
         "tests/pipeline/tools/test_explore.py",

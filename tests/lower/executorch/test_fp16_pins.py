@@ -78,6 +78,10 @@ def test_fp16_llama_lowers_runs_and_is_analysed_on_executorch_xnnpack(
     assert lowering["precision"] == "fp16" and lowering["partitions"]
     assert summary["verdict"] == "pass", summary["verdict_reason"]
     assert len(rows) >= 20 and all(r["status"] == "ok" for r in rows)
-    assert (
-        summary["instrumentation"]["ops_with_rows"] == summary["instrumentation"]["ops_delegated"]
-    )
+    instrumentation = summary["instrumentation"]
+    # Every delegated op has a compared row, but the rotary group's: it ends at a metadata check
+    # and compares no sample, so its ops are listed as not evaluated, with the reason.
+    not_evaluated = instrumentation["not_evaluated"]
+    assert {"sin", "cos"} <= set(not_evaluated), not_evaluated
+    assert all("compared 0 samples" in reason for reason in not_evaluated.values())
+    assert instrumentation["ops_with_rows"] + len(not_evaluated) == instrumentation["ops_delegated"]

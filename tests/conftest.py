@@ -70,6 +70,7 @@ def _shared_fixture_group(item: pytest.Item) -> str | None:
 # first Python and deselects them on the others (.ci/other_pythons.sh), which repeat the rest.
 SLOW_MODULES = frozenset(
     {
+        "tests/analyze/compare/gap/test_per_sample_rows.py",
         "tests/analyze/compare/test_expected_error_rotary.py",
         "tests/analyze/generation/test_executorch_generation.py",
         "tests/analyze/generation/test_generation_runs.py",

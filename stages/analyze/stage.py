@@ -14,6 +14,7 @@ from stages.analyze.compare.end_to_end import ACCURACY_KEY, accuracy_metrics, ru
 from stages.analyze.compare.exact_compare import tie_tolerance
 from stages.analyze.compare.expected_error import qparams_from
 from stages.analyze.compare.gap.evaluation import Gaps, evaluate_numeric_gap
+from stages.analyze.compare.gap.rows import GapRow
 from stages.analyze.compare.map_gate import gate_on_map_errors
 from stages.analyze.compare.task_entry import task_inputs
 from stages.analyze.compare.verdict import (
@@ -212,11 +213,12 @@ def _plots(
     summary: dict[str, Any],
     events: list[dict[str, Any]],
     gaps: list[dict[str, Any]],
+    rows: list[GapRow],
 ) -> list[Path]:
     """The run's plots; none under analyze.scope=accuracy or verdict (a search trial's)."""
     if cfg.scope != AnalyzeScope.full:
         return []
-    return list(write_plots(run_dir, summary, events, gaps, cfg.top_k))
+    return list(write_plots(run_dir, summary, events, (gaps, rows), cfg.top_k))
 
 
 @paused_gc()  # a batch of mostly acyclic rows: heap-wide collections only cost time
@@ -255,7 +257,7 @@ def run_analyze(
     summary[ACCURACY_KEY] = run_accuracy(linked.inputs, *accuracy)
     add_instrumentation(summary, instrumentation, index, gaps)  # runtime.observe=tap
     graph = write_graph_outputs(run_dir, record, index, events, gaps, summary)
-    plots = _plots(cfg, run_dir, summary, events, gaps)
+    plots = _plots(cfg, run_dir, summary, events, gaps, found.rows)
     plots += (tables := add_generation(summary, generation, run_dir))[2:]  # its plot
     trace_path = _trace(run_dir, linked, gaps, verdict.metric, cfg.trace_iterations, summary)
     summary_path, report_path = write_summary_and_report(

@@ -84,7 +84,7 @@ def numeric_gap_and_flow(
         if stats is not None:
             note_peak(stats, walks)
         for gi in plan.ready.get(step, ()):
-            slots = group_slots(gi, groups[gi], walks, noted, emulation)
+            slots = group_slots(gi, groups[gi], walks, noted, (emulation, floor_units))
             rows += build_rows(groups, topo, slots, *options)
         for released in plan.dying.get(step, ()):
             for walk in walks:
@@ -112,7 +112,7 @@ def _sample_walks(
         by_sample.setdefault(out.sample, []).append(out)
     anchor_of = anchor_finder(groups, group_of)
     return [
-        SampleWalk(program, samples[sample], sample_outputs, anchor_of, groups, group_of)
+        SampleWalk(program, samples[sample], sample_outputs, anchor_of, groups, group_of, sample)
         for sample, sample_outputs in sorted(by_sample.items())
         if sample < len(samples)
     ]

@@ -53,7 +53,9 @@ class SampleWalk:
         anchor_of: Callable[[tuple[DebugHandle, ...]], torch.fx.Node | None],
         groups: list[GapGroup],
         group_of: dict[DebugHandle, int],
+        sample: int = 0,
     ) -> None:
+        self.sample = sample  # the evaluation sample's index (inputs.pt's order)
         self.stepper = ReferenceStepper(program, inputs)
         self.logged = {h for out in outputs for h in out.link.debug_handles}
         self.by_anchor: dict[torch.fx.Node, list[Value]] = {}

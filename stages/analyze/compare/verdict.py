@@ -97,7 +97,9 @@ def row_diverged(
     Integer and bool outputs diverge on any mismatch, index outputs on any mismatch that is not
     a tie flip (stages/analyze/compare/exact_compare.py). A float output with an error budget
     diverges when its observed error exceeds the expected one by more than `margin` dB; without
-    a margin or a budget, when its gap metric crosses `threshold`."""
+    a margin or a budget, when its gap metric crosses `threshold`; under the expected rule also
+    when its error holds a systematic part the precision does not explain, tested across the
+    samples (`row.systematic`, gap/sample_stats.py)."""
     if row.status in ("shape_mismatch", "dtype_mismatch", "output_count_mismatch"):
         return True
     if row.status != "ok" or not row.accumulated:
@@ -107,7 +109,7 @@ def row_diverged(
     if margin is not None and EXCESS_DB in row.budget:
         if unjudged(row, margin):
             return False
-        return crosses(row.budget[EXCESS_DB], margin, higher_is_better=False)
+        return row.systematic or crosses(row.budget[EXCESS_DB], margin, higher_is_better=False)
     value = row.local.get(metric, row.accumulated[metric])
     return crosses(value, threshold, higher_is_better)
 

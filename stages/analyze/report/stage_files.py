@@ -7,9 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from stages.analyze.compare.gap.rows import GapRow
 from stages.analyze.link.event_table import EVENT_COLUMNS, write_csv
 from stages.analyze.report.html_report import render_report, write_report
 from stages.analyze.report.plots import has_inexact, plot_gap, plot_top_ops
+from stages.analyze.report.sample_plot import SAMPLE_SPREAD_SVG, plot_sample_spread, spreads
 from stages.analyze.report.summary import clean, slowest_ops
 from stages.formats.artifacts import ArtifactName
 from stages.safe_io.json_text import write_json_atomic
@@ -28,9 +30,12 @@ def write_plots(
     run_dir: Path,
     summary: dict[str, Any],
     events: list[dict[str, Any]],
-    gaps: list[dict[str, Any]],
+    gap_table: tuple[list[dict[str, Any]], list[GapRow]],
     top_k: int,
 ) -> list[Path]:
+    """The slowest ops, the gap along the graph and the error over samples (each when it has
+    something to show)."""
+    gaps, rows = gap_table  # numeric_gap.csv's records and the rows behind them
     plots: list[Path] = []
     slowest = slowest_ops(events, top_k)
     if slowest:
@@ -61,6 +66,11 @@ def write_plots(
             first_x,
         )
         plots.append(run_dir / GAP_SVG)
+    spread = spreads(gaps, rows, top_k)
+    if spread:
+        samples = max(len(r.sample_snr) for r in rows)
+        plot_sample_spread(run_dir / SAMPLE_SPREAD_SVG, spread, samples)
+        plots.append(run_dir / SAMPLE_SPREAD_SVG)
     return plots
 
 

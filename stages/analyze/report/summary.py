@@ -10,6 +10,7 @@ from typing import Any
 from stages.analyze.compare.exact_compare import EXACT_KEYS
 from stages.analyze.compare.expected_error import EXCESS_DB
 from stages.analyze.compare.gap.rows import GapRow
+from stages.analyze.compare.gap.sample_stats import SAMPLE_INDEX_KEYS, SYSTEMATIC_DB
 from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
@@ -85,12 +86,27 @@ def gap_record(
     if row.expected_fallback:  # its expected error is only the floor, and why
         record["expected_fallback"] = row.expected_fallback
     record["margin_db"] = margin if EXCESS_DB in row.budget else None
+    record.update(per_sample_columns(row))
     record["diverged"] = diverged
     record["source_line"] = source_line(traces[-1]) if traces else ""
     record["user_source_line"] = user_source_line(traces[-1]) if traces else ""
     record["fault_nodes"] = names_of(node_names or {}, row.handles)
     record["module_hierarchy"] = ops["module_hierarchy"][-1] if ops["module_hierarchy"] else ""
     return record
+
+
+def per_sample_columns(row: GapRow) -> dict[str, Any]:
+    """A float row's statistics over the samples (gap/sample_stats.py): sample indices as
+    integers, and whether its error is systematic."""
+    if not row.per_sample:
+        return {}
+    columns: dict[str, Any] = {
+        key: int(value) if key in SAMPLE_INDEX_KEYS else value
+        for key, value in row.per_sample.items()
+    }
+    if SYSTEMATIC_DB in row.per_sample:
+        columns["systematic"] = row.systematic
+    return columns
 
 
 def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | None:
@@ -115,6 +131,7 @@ def first_divergence(verdict: Verdict, index: ProgramIndex) -> dict[str, Any] | 
         **{key: finite(value) for key, value in row.budget.items()},
         **({"expected_fallback": row.expected_fallback} if row.expected_fallback else {}),
         "margin_db": verdict.margin if EXCESS_DB in row.budget else None,
+        **{key: finite(value) for key, value in per_sample_columns(row).items()},
         # Integer/bool/index outputs: counted, not measured (stages/analyze/compare/exact_compare.py).
         **{
             f"{prefix}{key}": values[key]

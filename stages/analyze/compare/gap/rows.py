@@ -4,6 +4,7 @@ local and emulated values), then one compared row per output."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,12 @@ from stages.analyze.compare.expected_error import (
 )
 from stages.analyze.compare.gap.compare import output_pairs, pair_status, reshapes_only, rule_for
 from stages.analyze.compare.gap.groups import GapGroup, Value
+from stages.analyze.compare.gap.sample_stats import (
+    SampleFacts,
+    is_systematic,
+    sample_facts,
+    summarize,
+)
 from stages.analyze.compare.local_rerun import emulated_upstream, note_unobserved, rerun
 from stages.analyze.compare.sample_walk import SampleWalk
 from stages.analyze.compare.stand_ins import multi_output_nodes
@@ -53,6 +60,12 @@ class GapRow:
     # Observed vs expected local error (stages/analyze/compare/expected_error.py), float rows.
     budget: dict[str, float] = field(default_factory=dict)
     expected_fallback: str = ""  # why the expected error is only the floor (its re-run failed)
+    # Float rows judged over the samples one by one (gap/sample_stats.py): medians, worsts, the
+    # systematic part's coefficients; whether that part exceeds its bound; each sample's local
+    # SNR in dB (accumulated where there is no local re-run), for the report's plot.
+    per_sample: dict[str, float] = field(default_factory=dict)
+    systematic: bool = False
+    sample_snr: list[tuple[int, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -69,6 +82,7 @@ class Slot:
     exp_failed: str = ""  # why that re-run failed (the expected error then falls to the floor)
     shape: tuple[Any, Any] | None = None
     dtype: str = ""
+    facts: list[SampleFacts] = field(default_factory=list)  # a few floats per float sample
 
 
 def collect_group(
@@ -80,9 +94,11 @@ def collect_group(
     subst: dict[torch.fx.Node, Any],
     fixed: dict[torch.fx.Node, Any] | None = None,
     emulation: PrecisionEmulation | None = None,
+    sample: tuple[int, float] = (0, 0.0),
 ) -> None:
     """One sample's runtime output of a group, paired with its reference and local values (and
-    the local values at the emulated precision, when `emulation` is active)."""
+    the local values at the emulated precision, when `emulation` is active); `sample`: its
+    index and the floor units its per-sample facts are judged with."""
     anchor = group.anchor
     if anchor is None:  # no reference node (ops inside a cond branch): rows say no_reference
         return
@@ -121,7 +137,38 @@ def collect_group(
         emulated = expected_pairs.get(oi)
         if isinstance(emulated, torch.Tensor) and tuple(emulated.shape) == tuple(rt.shape):
             slot.exp.append(emulated)
+        else:
+            emulated = None
         slot.exp_failed = slot.exp_failed or failed
+        emulating = bool(expected_pairs) or bool(failed)  # else the op runs in float32
+        _note_facts(slot, (rt, ref, local, emulated), emulation, sample, emulating)
+
+
+def _note_facts(
+    slot: Slot,
+    values: tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor | None],
+    emulation: PrecisionEmulation | None,
+    sample: tuple[int, float],
+    emulating: bool,
+) -> None:
+    """A float sample's few floats (gap/sample_stats.py) from its runtime, reference, local and
+    emulated values; the tensors themselves are not kept for it."""
+    rt, ref, local, emulated = values
+    if not rt.is_floating_point():
+        return
+    judged = _judged(emulation, sample[1], emulating and emulated is None)
+    rerun_value = local if isinstance(local, torch.Tensor) and local.shape == rt.shape else None
+    slot.facts.append(sample_facts(sample[0], (rt, ref), rerun_value, emulated, judged))
+
+
+def _judged(
+    emulation: PrecisionEmulation | None, floor_units: float, missing: bool
+) -> tuple[str, float] | None:
+    """(precision, floor units) a sample's error is budgeted with; None without a precision or
+    when its emulated re-run is missing (its expected error is unknown)."""
+    if emulation is None or missing:
+        return None
+    return emulation.precision, floor_units
 
 
 def _expected_pairs(
@@ -214,6 +261,8 @@ def build_rows(
         if row.status == "ok" and slot.rt:
             rule = rule_for(group, oi, comparators, tie_tolerance)
             row.comparison = rule.kind(slot.rt[0])
+            if row.comparison == "float" and slot.facts:
+                _judge_samples(row, slot, emulation.precision if emulation else None)
             row.accumulated = rule.compare(row.comparison, slot.rt, slot.ref, slot.ranked)
             if row.comparison == "float":
                 row.budget[ACCUMULATED_DB] = variation_snr(slot.rt, slot.ref)
@@ -229,12 +278,25 @@ def build_rows(
     return rows
 
 
+def _judge_samples(row: GapRow, slot: Slot, precision: str | None) -> None:
+    """The row's per-sample columns, whether its error is systematic (only where every sample's
+    expected error is known) and each sample's SNR for the report's plot."""
+    row.per_sample = summarize(slot.facts)
+    row.systematic = (
+        precision is not None and not slot.exp_failed and is_systematic(row.per_sample, precision)
+    )
+    row.sample_snr = [
+        (f.sample, f.accumulated_snr if math.isnan(f.local_snr) else f.local_snr)
+        for f in slot.facts
+    ]
+
+
 def group_slots(
     gi: int,
     group: GapGroup,
     walks: list[SampleWalk],
     noted: set[int],
-    emulation: PrecisionEmulation | None,
+    judging: tuple[PrecisionEmulation | None, float],
 ) -> dict[tuple[int, int], Slot]:
     """One group's runtime outputs over the samples, paired with their reference values."""
     slots: dict[tuple[int, int], Slot] = {}
@@ -245,5 +307,16 @@ def group_slots(
             noted.add(gi)
             note_unobserved(group, walk.substituted)
         env, subst = walk.env, walk.subst
-        collect_group(slots, gi, group, walk.values[gi], env, subst, walk.fixed, emulation)
+        emulation, floor_units = judging
+        collect_group(
+            slots,
+            gi,
+            group,
+            walk.values[gi],
+            env,
+            subst,
+            walk.fixed,
+            emulation,
+            (walk.sample, floor_units),
+        )
     return slots

@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import pkgutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,6 +41,25 @@ def absolute_target(target: str, base_dir: Path) -> str:
     if not path.is_absolute():
         path = base_dir / path
     return f"{path.resolve()}{FILE_TARGET_SEPARATOR}{split[1]}"
+
+
+@dataclass(frozen=True)
+class SettledTarget:
+    """A `_target_` made absolute, with what is surely wrong with it, found without running it:
+    the file form's missing file, or the name its source does not define (with what it does)."""
+
+    absolute: str
+    missing_file: str | None = None
+    undefined: tuple[Path, str, list[str]] | None = None
+
+
+def settle_target(target: str, base_dir: Path) -> SettledTarget:
+    """`target` made absolute against `base_dir`, checked: its file exists, its name is defined."""
+    absolute = absolute_target(target, base_dir)
+    split = split_file_target(absolute)
+    if split is not None and not Path(split[0]).is_file():
+        return SettledTarget(absolute, missing_file=split[0])
+    return SettledTarget(absolute, undefined=missing_target_name(absolute, base_dir))
 
 
 def target_source_file(target: str, base_dir: Path) -> Path | None:

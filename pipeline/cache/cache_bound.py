@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.cache.file_lock import try_file_lock
-from pipeline.errors import ConfigValueError
 
 RECORD_NAME = "record.json"
 TRIM_LOCK = ".trim.lock"
@@ -52,18 +51,6 @@ class Trim:
     entries: int = 0
     size: int = 0
     skipped: bool = False  # another process was trimming
-
-
-def bound_bytes(max_mb: int | None) -> int | None:
-    """`cache_max_mb` in bytes; None (no bound) for 0 or null; a negative value is refused."""
-    if max_mb is None or max_mb == 0:
-        return None
-    if max_mb < 0:
-        raise ConfigValueError(
-            f"cache_max_mb={max_mb}: give the stage cache's bound in MB (e.g. 2048), or 0 for "
-            "no bound"
-        )
-    return int(max_mb) * MB
 
 
 def _size(entry: Path, seen: set[tuple[int, int]]) -> int:

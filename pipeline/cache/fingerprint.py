@@ -18,6 +18,9 @@ from stages.safe_io.file_digests import file_sha256
 # Hugging Face model code): upgrading one (or Python) recomputes the stages instead of reusing
 # stale results.
 RESULT_LIBRARIES = ("torch", "executorch", "transformers")
+# Where a run dir records each stage it finished (its fingerprint and outputs), as `<stage>.json`.
+RUN_RECORD_DIR = ".pipeline"
+NO_MATCH = "no finished run with this fingerprint"
 
 
 @functools.cache
@@ -124,3 +127,25 @@ def explain_change(old: Fingerprint, new: Fingerprint) -> str:
         shown = ", ".join(f"{k} {old.libraries.get(k)} -> {new.libraries.get(k)}" for k in upgraded)
         reasons.append(f"library versions changed ({shown})")
     return "; ".join(reasons) or "fingerprint format changed"
+
+
+def run_record_path(run_dir: Path, stage: str) -> Path:
+    """The record of the stage's last finish in this run dir."""
+    return run_dir / RUN_RECORD_DIR / f"{stage}.json"
+
+
+def last_fingerprint(stage: str, run_dir: Path) -> Fingerprint | None:
+    """The fingerprint this run dir last finished the stage with (to explain a re-run)."""
+    try:
+        return Fingerprint.from_json(
+            json.loads(run_record_path(run_dir, stage).read_text())["fingerprint"]
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def why_stage_runs(stage: str, fingerprint: Fingerprint, run_dir: Path) -> str:
+    """Why the stage would run here: what changed since this run dir last finished it, or that
+    no finished run has this fingerprint."""
+    previous = last_fingerprint(stage, run_dir)
+    return NO_MATCH if previous is None else explain_change(previous, fingerprint)

@@ -15,16 +15,16 @@ from stages.analyze.compare.task_accuracy import (
     task_target,
 )
 from stages.export.config import InputsSource
-from stages.export.inputs.split_counts import effective_source
 from stages.python_target import missing_target_name, split_file_target
 
 
-def check_analyze_options(cfg: DictConfig, stages: list[str]) -> None:
-    """Every analyze rule a schema cannot express; raises ConfigValueError."""
+def check_analyze_options(cfg: DictConfig, stages: list[str], source: InputsSource | None) -> None:
+    """Every analyze rule a schema cannot express; raises ConfigValueError. `source`: where the
+    samples come from (None when the export stage does not run)."""
     if "analyze" in stages:
         check_gap_metric(cfg)
         check_task_options(cfg, Path.cwd())
-        check_task_has_labels(cfg, stages)
+        check_task_has_labels(cfg, source)
 
 
 def check_gap_metric(cfg: DictConfig) -> None:
@@ -74,15 +74,13 @@ def check_task_options(cfg: DictConfig, base_dir: Path) -> None:
         )
 
 
-def check_task_has_labels(cfg: DictConfig, stages: list[str]) -> None:
+def check_task_has_labels(cfg: DictConfig, source: InputsSource | None) -> None:
     """A task on seeded random samples (which carry no labels) without analyze.labels stops
     here, not after the export, lower and run stages."""
     task = OmegaConf.to_container(cfg.analyze, resolve=True).get("task")  # type: ignore[union-attr]
     if task_option_problem(task) or (task != "classification" and task_target(task) is None):
         return
-    if "export" not in stages or cfg.analyze.get("labels") or cfg.get("inputs") is None:
-        return
-    if effective_source(cfg.inputs) == InputsSource.random:
+    if source == InputsSource.random and not cfg.analyze.get("labels"):
         raise ConfigValueError(
             f"{TASK_OPTION} needs labels, and inputs=random samples have none: give samples "
             "that carry them (inputs=loader with a function yielding (inputs, label), or "

@@ -5,16 +5,14 @@ offers; pipeline.config.backend_checks then checks the options against what is r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from pipeline.errors import ConfigValueError
 from stages.backends.backend_registry import BUILTIN_BACKEND_NAMES, builtin_precisions
 from stages.formats.executorch.program import executorch_precisions, is_executorch_backend
 from stages.lower.config import BACKEND_NAME_RESOLVER
-from stages.python_target import absolute_target
 
 AUTHORS_PAGE = "docs/delegate_authors.md"
 # The label a run gets while its backend cannot be imported: Hydra names the run dir before the
@@ -70,14 +68,12 @@ def _fault_requested(cfg: DictConfig) -> bool:
     return fault is not None and (bool(fault.get("node")) or fault.get("debug_handle") is not None)
 
 
-def resolve_backend(cfg: DictConfig, stages: list[str], base_dir: Path) -> ResolvedBackend:
-    """Settle the target (a relative file form made absolute against `base_dir`, where the user
-    ran, so the stages, fingerprints and resumes agree); with the lower stage selected, the
-    class's name and precisions, importing the class (and torch) only for a user's backend or
-    for a fault or `backend.keep_float` asked of an emulated one."""
+def resolve_backend(cfg: DictConfig, stages: list[str]) -> ResolvedBackend:
+    """The backend as its settled target names it (pipeline.config.target_options made it
+    absolute); with the lower stage selected, the class's name and precisions, importing the
+    class (and torch) only for a user's backend or for a fault or `backend.keep_float` asked of
+    an emulated one."""
     asks_class = _fault_requested(cfg) or bool(cfg.backend.get("keep_float"))
-    with open_dict(cfg):
-        cfg.backend._target_ = absolute_target(str(cfg.backend._target_), base_dir)
     target, name = str(cfg.backend._target_), str(cfg.backend.name)
     executorch = is_executorch_backend(name)
     if "lower" not in stages:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from pipeline.cache.cache_bound import bound_bytes
+from pipeline.cache.cache_bound import MB
 from pipeline.cache.run_dirs import default_run_dir_name
 from pipeline.cache.stage_cache import StageCache
 from pipeline.config.options import check_options
+from pipeline.errors import ConfigValueError
 from pipeline.invocation import resume_command
 
 
@@ -27,11 +28,23 @@ class RunPlan:
     fault: str | None  # 'scale on linear_1' for a configured backend.fault.*, else None
 
 
+def bound_bytes(max_mb: int | None) -> int | None:
+    """`cache_max_mb` in bytes; None (no bound) for 0 or null; a negative value is refused."""
+    if max_mb is None or max_mb == 0:
+        return None
+    if max_mb < 0:
+        raise ConfigValueError(
+            f"cache_max_mb={max_mb}: give the stage cache's bound in MB (e.g. 2048), or 0 for "
+            "no bound"
+        )
+    return int(max_mb) * MB
+
+
 def plan_run(cfg: DictConfig, base_dir: Path, resume: str | None) -> RunPlan:
     """Check every option (the named error of the first mistake), then settle the invocation:
     the run dir (Hydra's, else a new one under outputs/runs), the cache, the resume command."""
-    stages = tuple(check_options(cfg, base_dir))
     bound = bound_bytes(cfg.get("cache_max_mb"))
+    stages = tuple(check_options(cfg, base_dir))
     if cfg.get("run_dir"):
         run_dir = Path(cfg.run_dir).expanduser().resolve()
     else:

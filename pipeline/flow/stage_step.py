@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.cache.fingerprint import Fingerprint, compute_fingerprint
+from pipeline.cache.fingerprint import Fingerprint, compute_fingerprint, why_stage_runs
 from pipeline.cache.stage_cache import Produced
 from pipeline.config.schema import STAGE_ORDER
 from pipeline.cpu_threads import apply_threads, choose_threads
@@ -91,6 +91,7 @@ def run_stage(plan: RunPlan, name: str, before_running: Callable[[], None]) -> S
     `before_running` is called only when it runs."""
     spec, cfg, run_dir = STAGES[name], plan.cfg, plan.run_dir
     fingerprint, threads = stage_fingerprint(plan, name)
+    why_run = why_stage_runs(name, fingerprint, run_dir)
 
     def produce() -> Produced:
         before_running()
@@ -104,7 +105,7 @@ def run_stage(plan: RunPlan, name: str, before_running: Callable[[], None]) -> S
         return artifacts, output_paths(artifacts, run_dir), extra
 
     started = time.perf_counter()
-    answer = plan.cache.reuse_or_run(name, fingerprint, run_dir, produce)
+    answer = plan.cache.reuse_or_run(name, fingerprint, run_dir, produce, why_run)
     seconds = time.perf_counter() - started
     files = [run_dir / rel for rel in answer.outputs.values()]
     metrics = {str(k): float(v) for k, v in dict(answer.extra.get("metrics") or {}).items()}

@@ -19,7 +19,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from pipeline.cache.fingerprint import compute_fingerprint
-from pipeline.cache.stage_cache import StageCache
+from pipeline.cache.stage_cache import Produced, StageCache
 from stages.formats.artifacts import ArtifactName
 from stages.formats.executorch.program import is_executorch_backend
 from stages.lower.config import BackendConfig
@@ -104,16 +104,15 @@ class PrefixLowerings:
         directory = files[0].parent
         entry = "stages.lower.stage" if name == "lower" else "stages.run.stage"
         fingerprint = compute_fingerprint(config, files, (entry,))
-        with self.cache.lock(name, fingerprint.digest):
-            cached = self.cache.lookup(name, fingerprint.digest)
-            if cached is not None:
-                self.cache.restore(name, fingerprint.digest, cached, directory)
-                log.info("[analyze] bisection: %s of %s reused", name, directory.name)
-                return True
+
+        def produce() -> Produced:
             artifacts = call()
-            outputs = _relative_outputs(artifacts, directory)
-            self.cache.store(name, fingerprint, outputs, {}, directory)
-            return False
+            return artifacts, _relative_outputs(artifacts, directory), {}
+
+        answer = self.cache.reuse_or_run(name, fingerprint, directory, produce)
+        if answer.cached is not None:
+            log.info("[analyze] bisection: %s of %s reused", name, directory.name)
+        return answer.cached is not None
 
     def __call__(self, directory: Path, names: dict[str, str]) -> tuple[Path, bool]:
         from stages.lower.stage import run_lower

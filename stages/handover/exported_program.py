@@ -65,8 +65,10 @@ def _load(data: bytes, what: str, key: str) -> ExportedProgram:
     """Parse (safely), keep under `key`, hand out a copy."""
     _LOADED.make_room()  # the program being loaded and the one it replaces are not both held
     program = parse_exported_program(data, what)
-    _keep(key, program)
-    return _copy(program)
+    copied = _copy(program)
+    shared = _shared_tensors(program)
+    _LOADED.keep_digest(key, _Kept(program, tensor_versions(shared)))
+    return copied
 
 
 def remember_exported_program(program: ExportedProgram, sha256: str) -> None:

@@ -36,7 +36,7 @@ def test_precision_check_of_a_builtin_backend_imports_no_torch() -> None:
         "from pipeline.config.backend_option import resolve_backend\n"
         "cfg = OmegaConf.create({'backend': {'name': 'qnn', "
         "'precision': 'int8', '_target_': 'stages.backends.qnn.QnnBackend'}})\n"
-        "check_backend_precision(cfg, resolve_backend(cfg, ['lower'], Path.cwd()))\n"
+        "check_backend_precision(cfg, resolve_backend(cfg, ['lower']))\n"
         "print('torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, open_dict
 
 from pipeline.config.backend_checks import check_backend_class
 from pipeline.config.backend_option import resolve_backend
+from pipeline.config.target_options import settle_targets
 from pipeline.errors import ConfigValueError, StageFailedError
 from pipeline.runner import run_pipeline
 from stages.lower.stage import LoweringError
@@ -48,7 +49,8 @@ class Nameless(NpuBackend):
 
 def _check_class(cfg: DictConfig) -> None:
     """`backend.name` and `backend.fault.*` checked against the backend resolved once."""
-    check_backend_class(cfg, resolve_backend(cfg, ["lower"], Path.cwd()))
+    settle_targets(cfg, ["lower"], Path.cwd())
+    check_backend_class(cfg, resolve_backend(cfg, ["lower"]))
 
 
 @pytest.fixture

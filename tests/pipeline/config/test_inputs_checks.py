@@ -7,12 +7,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import DictConfig
 
 from pipeline.config.inputs_checks import check_inputs_options
+from pipeline.config.target_options import settle_targets
 from pipeline.errors import ConfigValueError
 from tests.helpers.configs import compose_config
 
 EXPORT = ["export", "lower", "run", "analyze"]
+
+
+def _check(cfg: DictConfig, stages: list[str], base_dir: Path) -> None:
+    """The inputs option's checks as the one pass runs them: targets settled, then the group's."""
+    settle_targets(cfg, stages, base_dir)
+    check_inputs_options(cfg, stages)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +50,7 @@ def test_an_inputs_mistake_is_refused_naming_the_option(
     monkeypatch.chdir(tmp_path)
     cfg = compose_config(tmp_path, ["model=mlp", *overrides])
     with pytest.raises(ConfigValueError, match=message):
-        check_inputs_options(cfg, EXPORT, tmp_path)
+        _check(cfg, EXPORT, tmp_path)
 
 
 def test_a_loader_target_is_made_absolute_and_analysis_alone_checks_nothing(
@@ -52,7 +60,7 @@ def test_a_loader_target_is_made_absolute_and_analysis_alone_checks_nothing(
     cfg = compose_config(
         tmp_path, ["model=mlp", "inputs=loader", "inputs._target_=./data.py:loader"]
     )
-    check_inputs_options(cfg, EXPORT, tmp_path)
+    _check(cfg, EXPORT, tmp_path)
     assert cfg.inputs._target_ == f"{(tmp_path / 'data.py').resolve()}:loader"
     missing = compose_config(tmp_path, ["inputs=files"])
-    check_inputs_options(missing, ["analyze"], tmp_path)  # the export stage does not run
+    _check(missing, ["analyze"], tmp_path)  # the export stage does not run

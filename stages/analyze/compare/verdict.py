@@ -149,6 +149,12 @@ def decide(
         if margin is not None
         else f"{len(diverged)} output(s) cross the threshold"
     )
+    repeated = sum(1 for r in diverged if r.systematic)
+    if margin is not None and repeated:
+        crossing = (
+            f"{len(diverged)} output(s) exceed their expected error by more than {margin:g} dB "
+            f"or by an error repeated on every sample ({repeated})"
+        )
     reason = "; ".join(filter(None, (crossing, flips, unjudged_note)))
     return Verdict(FAIL, metric, threshold, better, first, len(diverged), reason, "numeric", margin)
 

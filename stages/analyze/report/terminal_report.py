@@ -176,17 +176,47 @@ def _first_divergence_lines(first: dict[str, Any] | None, metric: str) -> list[s
                 f"   node {', '.join(first['fault_nodes'])} (as backend.fault.node takes it)"
             )
         if first.get("excess_db") is not None:
+            over = _over(first.get("excess_db"), first.get("margin_db"))
             lines.append(
                 f"   local SNR vs the output's variation: observed {_num(first.get('observed_snr_db'))}"
                 f" dB, expected at this precision {_num(first.get('expected_snr_db'))} dB "
-                f"(excess {_num(first.get('excess_db'))} dB > margin {_num(first.get('margin_db'))})"
+                f"(excess {_num(first.get('excess_db'))} dB {over} margin {_num(first.get('margin_db'))})"
             )
+        lines.extend(sample_lines(first))
         if first.get("module_hierarchy"):
             lines.append(f"   module {first['module_hierarchy']}")
         if first.get("note"):  # a partition compared as a whole, or unobserved inputs
             lines.append(f"   note: {first['note']}")
         lines.extend(_ops_in_order(first.get("ops_in_order") or []))
     return lines
+
+
+def _over(excess: Any, margin: Any) -> str:
+    """'>' when the pooled excess crosses the margin, else '<=' (a systematic error failed it)."""
+    try:
+        return ">" if float(excess) > float(margin) else "<="
+    except (TypeError, ValueError):
+        return ">"
+
+
+def sample_lines(first: dict[str, Any]) -> list[str]:
+    """Over the samples: the worst one, and an error that repeats on every sample."""
+    if first.get("worst_sample") is None:
+        return []
+    samples = first.get("systematic_samples") or first.get("samples")
+    worst = (
+        f"   over {samples} samples: worst sample {first['worst_sample']} (local SNR "
+        f"{_num(first.get('local_snr_worst_db'))} dB, median {_num(first.get('local_snr_median_db'))})"
+    )
+    if not first.get("systematic"):
+        return [worst]
+    return [
+        worst,
+        f"   the error repeats on every sample: scale {_num(first.get('scale_error'))} "
+        f"(t {_num(first.get('scale_error_t'))}), offset {_num(first.get('offset_error'))} "
+        f"(t {_num(first.get('offset_error_t'))}), "
+        f"{_num(first.get('systematic_excess_db'))} dB over the precision's own error",
+    ]
 
 
 def _ops_in_order(ops: list[dict[str, Any]], shown: int = 12) -> list[str]:

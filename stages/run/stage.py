@@ -265,7 +265,8 @@ def _run_executorch(
     data = program.read_bytes()
     capture = debug_level >= EventTracerDebugLogLevel.INTERMEDIATE_OUTPUTS
     budget = _budget(runtime)
-    run = run_program(data, str(program), samples, runtime.warmup, budget, capture)
+    log_outputs = debug_level >= EventTracerDebugLogLevel.PROGRAM_OUTPUTS
+    run = run_program(data, str(program), samples, runtime.warmup, budget, capture, log_outputs)
     instrumentation = None
     if len(taps) == 2 and capture:
         instrumentation = run_dir / ArtifactName.INSTRUMENTATION

@@ -65,10 +65,24 @@ def gap_blocker(inputs: AnalysisInputs) -> NotEvaluated | None:
     return None
 
 
+def _logged_intermediate_values(inputs: AnalysisInputs) -> int:
+    """How many operators' outputs the ETDump logs (program outputs left out)."""
+    blocks = filter(holds_debug_events, inputs.etdump.run_data)
+    events = [e.debug_event for b in blocks for e in b.events if e.debug_event is not None]
+    return sum(
+        1
+        for de in events
+        if de.instruction_id >= 0 and not (de.debug_entry is not None and de.debug_entry.output)
+    )
+
+
 def no_outputs(inputs: AnalysisInputs) -> NotEvaluated:
     """The buffer was given but the ETDump logs nothing the reference can be compared with."""
-    if logged_debug_values(inputs) == 0:
-        why = "the ETDump holds no intermediate outputs (runtime.debug_level=intermediate_outputs)"
+    if _logged_intermediate_values(inputs) == 0:
+        why = (
+            "the ETDump holds no intermediate outputs (runtime.debug_level=intermediate_outputs "
+            "logs them; inside ExecuTorch's delegates, runtime.observe=tap)"
+        )
     else:
         why = (
             "none of the ETDump's logged outputs links to a debug handle of the ETRecord's "

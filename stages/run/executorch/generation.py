@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from stages.formats.etdump import DebugBufferWriter, DebugEvent, ETDumpData, Event, RunData
-from stages.formats.etdump.records import LOAD_BLOCK, TIMED_BLOCK, ValueRecord, ValueType
+from stages.formats.etdump import DebugBufferWriter, ETDumpData, RunData
+from stages.formats.etdump.records import LOAD_BLOCK, TIMED_BLOCK
 from stages.formats.generation_signature import GenerationSignature, greedy_token, next_step_inputs
 from stages.run.config import GenerateConfig
 from stages.run.executorch.runtime import (
@@ -25,16 +25,12 @@ from stages.run.executorch.runtime import (
     _tensors,
     _used_bytes,
     debug_buffer_size,
+    output_event,
 )
 from stages.run.generation import GenerationRun, captures
 from stages.run.native_stderr import first_native_call_to_log
 
 Sample = tuple[torch.Tensor, ...]
-
-
-def _output_event(buffer: DebugBufferWriter, tensor: torch.Tensor) -> Event:
-    record = ValueRecord(val=ValueType.TENSOR, tensor=buffer.append(tensor), output=True)
-    return Event(debug_event=DebugEvent(0, -1, record, -1, "", "program_output"))
 
 
 def _steps(
@@ -94,7 +90,7 @@ def run_generation_program(
     captured_blocks, buffer = _captured_blocks(program, where, run.captured)
     for step, (block, step_logits) in enumerate(zip(executions, logits, strict=True)):
         block.bundled_input_index = step
-        block.events = [*block.events, _output_event(buffer, step_logits)]
+        block.events = [*block.events, output_event(buffer, step_logits)]
     by_step = {b.bundled_input_index: b for b in captured_blocks}
     for block in executions:  # each captured step's repeat just before its timed block
         if block.bundled_input_index in by_step:

@@ -19,13 +19,22 @@ from typing import Any
 
 import torch
 
-from stages.formats.etdump import DebugBufferWriter, ETDumpData, Event, RunData, read_etdump
+from stages.formats.etdump import (
+    DebugBufferWriter,
+    DebugEvent,
+    ETDumpData,
+    Event,
+    RunData,
+    read_etdump,
+)
 from stages.formats.etdump.records import (
     CAPTURE_BLOCK,
     DEBUG_BUFFER_EVENT,
     FINGERPRINT_EVENT,
     LOAD_BLOCK,
     TIMED_BLOCK,
+    ValueRecord,
+    ValueType,
     add_stamp,
 )
 from stages.formats.etdump.writer import write_etdump
@@ -96,9 +105,11 @@ def run_program(
     warmup: int,
     budget: IterationBudget,
     capture: bool,
+    log_outputs: bool = True,
 ) -> ExecuTorchRun:
     """Timed iterations (as many as `budget` allows), then (if `capture`) one capture run per
-    sample with a debug buffer."""
+    sample with a debug buffer. Without a capture, `log_outputs` logs each sample's program
+    outputs in a block of its own, as a capture would (the accuracy and task need them)."""
     timed = _load(program, where)
     samples = as_program_inputs(timed, samples)
     if capture and takes_half(timed):
@@ -140,7 +151,17 @@ def run_program(
         outputs = [_tensors(timed.run_method(METHOD, tuple(s))) for s in samples]
     buffer = DebugBufferWriter()
     buffer.extend(payload)
+    if not capture and log_outputs:
+        for index, sample_outputs in enumerate(outputs):
+            events = [output_event(buffer, t) for t in sample_outputs]
+            blocks.append(RunData(CAPTURE_BLOCK, index, [], events))
     return ExecuTorchRun(ETDumpData(version=0, run_data=blocks), buffer, outputs)
+
+
+def output_event(buffer: DebugBufferWriter, tensor: torch.Tensor) -> Event:
+    """A program output logged as ExecuTorch's Method logs one (instruction -1, `output`)."""
+    record = ValueRecord(val=ValueType.TENSOR, tensor=buffer.append(tensor), output=True)
+    return Event(debug_event=DebugEvent(0, -1, record, -1, "", "program_output"))
 
 
 # ExecuTorch's ScalarType codes of the float dtypes a program's inputs may have.

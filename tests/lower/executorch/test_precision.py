@@ -74,6 +74,10 @@ def test_fp16_runs_half_kernels_and_says_what_it_cannot_capture(
     assert "cannot log half tensors" in caplog.text
     assert summary["verdict"] == "not_evaluated" and not gaps
     assert any("intermediate outputs" in n["why"] for n in summary["not_evaluated"])
+    # The program outputs are still logged (in blocks of their own): accuracy is judged on them.
+    accuracy = summary["accuracy"]
+    assert accuracy["met"] is not None, accuracy["reason"]
+    assert all(30 < o["snr_db"] < 140 for o in accuracy["outputs"])  # half's error, not float's
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +100,12 @@ def compute_fingerprint(
     the slice's `_target_`s) import, read from the project's import graph."""
     config = flatten_config(config_slice)
     modules = (*entry_modules, *target_modules(config))
-    inputs = {path.name: file_sha256(path) for path in input_files}
+    files = list(input_files)
+    names = Counter(path.name for path in files)
+    # By name (a run dir's files match across run dirs); by path where two share a name.
+    inputs = {
+        (path.name if names[path.name] == 1 else str(path)): file_sha256(path) for path in files
+    }
     code = code_version(modules)
     return Fingerprint(config=config, inputs=inputs, code=code, libraries=library_versions())
 

@@ -63,3 +63,18 @@ def test_the_python_version_is_part_of_every_fingerprint(monkeypatch: pytest.Mon
     after = compute_fingerprint({"a": 1}, [], ("pipeline.cache.fingerprint",))
     assert after.digest != base.digest
     assert f"python {platform.python_version()} -> 3.99.0" in explain_change(base, after)
+
+
+def test_two_inputs_of_one_name_each_count(tmp_path: Path) -> None:
+    """A glob over directories (`inputs.path='data/*/x.npy'`) gives files of one name: editing
+    any one of them changes the fingerprint and is named by its path."""
+    first, second = tmp_path / "a" / "x.npy", tmp_path / "b" / "x.npy"
+    for path in (first, second):
+        path.parent.mkdir()
+        path.write_bytes(b"one")
+    modules = ("pipeline.cache.fingerprint",)
+    base = compute_fingerprint({}, [first, second], modules)
+    first.write_bytes(b"two")
+    edited = compute_fingerprint({}, [first, second], modules)
+    assert edited.digest != base.digest
+    assert f"input files changed ({first})" in explain_change(base, edited)

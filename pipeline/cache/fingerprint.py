@@ -94,10 +94,14 @@ def target_modules(config: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def compute_fingerprint(
-    config_slice: Mapping[str, Any], input_files: Iterable[Path], entry_modules: tuple[str, ...]
+    config_slice: Mapping[str, Any],
+    input_files: Iterable[Path],
+    entry_modules: tuple[str, ...],
+    input_digests: Mapping[str, str] | None = None,
 ) -> Fingerprint:
     """Fingerprint of a stage about to run on these inputs; code is what the entry modules (and
-    the slice's `_target_`s) import, read from the project's import graph."""
+    the slice's `_target_`s) import, read from the project's import graph. `input_digests`:
+    inputs that are not files (a loader's samples), by name."""
     config = flatten_config(config_slice)
     modules = (*entry_modules, *target_modules(config))
     files = list(input_files)
@@ -106,6 +110,7 @@ def compute_fingerprint(
     inputs = {
         (path.name if names[path.name] == 1 else str(path)): file_sha256(path) for path in files
     }
+    inputs |= dict(input_digests or {})
     code = code_version(modules)
     return Fingerprint(config=config, inputs=inputs, code=code, libraries=library_versions())
 

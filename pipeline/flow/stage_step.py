@@ -74,7 +74,8 @@ def stage_fingerprint(plan: RunPlan, name: str) -> tuple[Fingerprint, int]:
     threads = choose_threads(timed=spec.timed)
     if spec.timed:
         config_slice["torch_threads"] = threads
-    return compute_fingerprint(config_slice, inputs, (spec.entry_module,)), threads
+    digests = spec.digests(plan.cfg)
+    return compute_fingerprint(config_slice, inputs, (spec.entry_module,), digests), threads
 
 
 @dataclass(frozen=True)

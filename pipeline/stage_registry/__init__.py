@@ -42,6 +42,8 @@ class StageSpec:
     # Its results are timings: the torch thread count is part of its fingerprint, so a run
     # measured under another thread count is never reused (a sweep's jobs split the cores).
     timed: bool = False
+    # Inputs that are not files, by name, with their sha256 (a loader's samples).
+    digests: Callable[[DictConfig], dict[str, str]] = lambda cfg: {}
 
 
 def _export_inputs(cfg: DictConfig, run_dir: Path) -> list[Path]:
@@ -58,6 +60,15 @@ def _export_optional(cfg: DictConfig, run_dir: Path) -> list[Path]:
 
     source = target_source_file(str(cfg.model._target_), Path.cwd())
     return ([source] if source is not None else []) + loader_source(_to_object(cfg.inputs))
+
+
+def _export_digests(cfg: DictConfig) -> dict[str, str]:
+    """A loader's samples: data it reads from elsewhere invalidates the export when it changes."""
+    from stages.export.inputs.cache_inputs import loader_samples_sha256
+
+    model = _to_object(cfg.model)
+    found = loader_samples_sha256(model.inputs, _to_object(cfg.inputs), Path.cwd())
+    return {} if found is None else {"samples of inputs._target_": found}
 
 
 def _backend_source(cfg: DictConfig, run_dir: Path) -> list[Path]:
@@ -258,6 +269,7 @@ STAGES: dict[str, StageSpec] = {
         _export_optional,
         _call_export,
         produced_by="config",
+        digests=_export_digests,
     ),
     "lower": StageSpec(
         "lower",

@@ -152,3 +152,33 @@ def test_a_narrow_calibration_misses_the_budget_without_failing_the_backend(
     out = proc.stdout + proc.stderr
     assert proc.returncode == 5, out
     assert "== analysis: verdict PASS" in out and "accuracy: budget MISSED" in out
+
+
+FROM_DISK = """
+import numpy as np
+
+def from_disk(path="rows.npy"):
+    for row in np.load(path):
+        yield (row.reshape(4, 32),)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_a_loader_whose_data_changed_reexports(tmp_path: Path) -> None:
+    """The loader's source is unchanged, the file it reads is not: the cached export is not
+    reused with the old samples."""
+    (tmp_path / "disk.py").write_text(FROM_DISK)
+    rows = np.random.default_rng(1).standard_normal((8, 128)).astype(np.float32)
+    np.save(tmp_path / "rows.npy", rows)
+    run_dir = tmp_path / "run"
+    args = ("stages=[export]", "inputs=loader", "inputs._target_=./disk.py:from_disk")
+    args += ("inputs.calibration=2", "inputs.evaluation=2")
+    _run(tmp_path, run_dir, *args)
+    before = torch.load(run_dir / ArtifactName.INPUTS, weights_only=True)
+    assert "[export] reused" in _run(tmp_path, run_dir, *args)  # nothing changed
+    np.save(tmp_path / "rows.npy", rows * 2)
+    out = _run(tmp_path, run_dir, *args)
+    assert "[export] done" in out and "input files changed (samples of inputs._target_)" in out
+    after = torch.load(run_dir / ArtifactName.INPUTS, weights_only=True)
+    assert torch.equal(after[0][0], before[0][0] * 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -71,3 +72,40 @@ def test_a_loader_that_raises_is_named_with_the_item(tmp_path: Path) -> None:
         select_inputs(SPECS, _loader(tmp_path, "breaks"), tmp_path)
     with pytest.raises(InputsConfigError, match="calling it failed: TypeError"):
         select_inputs(SPECS, _loader(tmp_path, "not_iterable"), tmp_path)
+
+
+READS_A_FILE = """
+import numpy as np
+
+def from_disk(path):
+    for row in np.load(path):
+        yield (row.reshape(1, 4),)
+"""
+
+
+def test_the_samples_digest_follows_the_data_a_loader_reads(tmp_path: Path) -> None:
+    from stages.export.inputs.cache_inputs import loader_samples_sha256
+
+    (tmp_path / "disk.py").write_text(READS_A_FILE)
+    data = tmp_path / "rows.npy"
+    np.save(data, np.zeros((8, 4), np.float32))
+    cfg = InputsConfig(
+        InputsSource.loader,
+        _target_=f"{tmp_path / 'disk.py'}:from_disk",
+        kwargs={"path": str(data)},
+        calibration=2,
+        evaluation=3,
+    )  # type: ignore[arg-type]
+    first = loader_samples_sha256(SPECS, cfg, tmp_path)
+    assert first is not None and first == loader_samples_sha256(SPECS, cfg, tmp_path)
+    rows = np.zeros((8, 4), np.float32)
+    rows[7] = 1.0  # past the 5 samples the run takes: not part of it
+    np.save(data, rows)
+    assert loader_samples_sha256(SPECS, cfg, tmp_path) == first
+    rows[4] = 1.0  # the last evaluation sample
+    np.save(data, rows)
+    assert loader_samples_sha256(SPECS, cfg, tmp_path) != first
+    broken = _loader(tmp_path, "breaks", calibration=0, evaluation=3)
+    assert loader_samples_sha256(SPECS, broken, tmp_path) == "the loader failed"
+    random = InputsConfig(InputsSource.random)  # type: ignore[arg-type]
+    assert loader_samples_sha256(SPECS, random, tmp_path) is None

@@ -210,7 +210,7 @@ def missing_target_name(target: str, base_dir: Path) -> tuple[Path, str, list[st
         source: Path | None = Path(split[0])
         attr = split[1]
     else:
-        module, _, attr = target.rpartition(".")
+        module, attr = _deepest_module(target)
         source = _module_source(module) if module else None
     if source is None or not source.is_file() or not attr.isidentifier():
         return None
@@ -218,9 +218,20 @@ def missing_target_name(target: str, base_dir: Path) -> tuple[Path, str, list[st
     if names is None or attr in names:
         return None
     tree = ast.parse(source.read_bytes())
-    callables = sorted(
+    callables = [
         node.name
         for node in tree.body
         if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_")
-    )
-    return source, attr, callables
+    ]
+    if source.name == "__init__.py":  # a package: its modules are names too
+        callables += [m.name for m in pkgutil.iter_modules([str(source.parent)])]
+    return source, attr, sorted(set(callables))
+
+
+def _deepest_module(target: str) -> tuple[str, str]:
+    """(the longest prefix of a dotted target that is a module, the name after it): for
+    `pkg.typo.fn` where `pkg.typo` is no module, ('pkg', 'typo')."""
+    module, _, attr = target.rpartition(".")
+    while module and _module_source(module) is None and "." in module:
+        module, _, attr = module.rpartition(".")
+    return module, attr

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from pipeline.config.model_option import MODEL_HOW
 from pipeline.errors import ConfigValueError, ModelOptionError
 from stages.python_target import settle_target
 
@@ -26,6 +27,8 @@ class TargetOption:
     no_file_tail: str = ""  # after "KEY=TYPED: no such file FILE (...)"
     no_name_tail: str = ""  # after "KEY=TYPED: SOURCE defines no NAME (it defines ...)"
     defines_nothing: str = "it defines no function"
+    needs: str = ""  # a field of the option's group the target needs, checked after it
+    how: str = ""  # what to give when that field is unset
 
 
 # The backend's class check (pipeline.config.backend_checks) names its own problems.
@@ -36,6 +39,8 @@ MODEL = TargetOption(
     no_file_tail="; give FILE.py:FACTORY of an existing file",
     no_name_tail="; name one of those after the ':' (or the last '.')",
     defines_nothing="it defines no public function or class",
+    needs="inputs",
+    how=MODEL_HOW,
 )
 LOADER = TargetOption("inputs._target_")
 
@@ -75,3 +80,6 @@ def settle_targets(cfg: DictConfig, stages: list[str], base_dir: Path) -> None:
             raise option.error(
                 f"{option.key}={typed}: {source} defines no {name!r} ({offer}){option.no_name_tail}"
             )
+        group = option.key.rpartition(".")[0]
+        if option.needs and OmegaConf.is_missing(cfg[group], option.needs):
+            raise option.error(f"{option.key}={typed} needs {group}.{option.needs}: {option.how}")

@@ -24,6 +24,7 @@ def test_each_target_is_made_absolute_against_the_directory_the_user_ran_from(
         [
             "model=custom",
             "model._target_=./mine.py:make",
+            "model.inputs=[{shape:[1,4]}]",
             "inputs=loader",
             "inputs._target_=./mine.py:loader",
         ],
@@ -52,6 +53,16 @@ def test_each_target_is_made_absolute_against_the_directory_the_user_ran_from(
             ["inputs=loader", "inputs._target_=./mine.py:lodaer"],
             ConfigValueError,
             r"inputs._target_=./mine.py:lodaer: .*mine.py defines no 'lodaer' \(it defines loader, make\)$",
+        ),
+        (
+            ["model=custom", "model._target_=./mine.py:make"],
+            ModelOptionError,
+            r"model._target_=./mine.py:make needs model.inputs: bring a model",
+        ),
+        (  # a dotted path through a module that does not exist: named at the package it left
+            ["inputs=loader", "inputs._target_=stages.export.inputs.digits.digits_samples"],
+            ConfigValueError,
+            r"inputs/__init__.py defines no 'digits' \(it defines .*loader_source",
         ),
     ],
 )

@@ -3,6 +3,8 @@ small systematic kernel error that one sample misses, without false alarms on cl
 
     PYTHONPATH=. python benchmarks/bench_sample_statistics.py                  # the table
     PYTHONPATH=. python benchmarks/bench_sample_statistics.py --models vit --counts 64
+    PYTHONPATH=. python benchmarks/bench_sample_statistics.py --models hf_vision:convnext \
+        --counts 64 --clean-only                                  # a corpus architecture
 
 For each model, backend and precision: a clean run, then a scale fault on a linear and on a
 matmul (0.3% at fp16, 1% at int8: `backend.fault.kind=scale backend.fault.value=1.003`), each
@@ -33,11 +35,8 @@ from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
 MODELS: dict[str, tuple[list[str], str, str]] = {
     "vit": (TINY_MODEL_OVERRIDES["vit"], "linear_4", "matmul_1"),
     "llm": (TINY_MODEL_OVERRIDES["llm"], "linear_3", "matmul_1"),
-    "hf_bert": (
-        ["model=hf_text", "model.kwargs.arch=bert"],
-        "linear_3",
-        "matmul_1",
-    ),
+    # BERT attends through scaled_dot_product_attention: no matmul op, a second linear instead
+    "hf_bert": (["model=hf_text", "model.kwargs.arch=bert"], "linear_3", "linear_5"),
 }
 FACTOR = {"fp16": 1.003, "int8": 1.01}
 CASES = (("xnnpack", "fp16"), ("qnn", "int8"), ("xnnpack", "int8"), ("qnn", "fp16"))
@@ -97,10 +96,15 @@ def main() -> int:
     parser.add_argument("--counts", default="1,64")
     parser.add_argument("--cases", default=",".join(f"{b}:{p}" for b, p in CASES))
     parser.add_argument("--clean-only", action="store_true", help="no fault runs")
+    parser.add_argument("--faults-only", action="store_true", help="no clean runs")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench_sample_statistics_"))
     for model in args.models.split(","):
-        overrides, linear, matmul = MODELS[model]
+        if model in MODELS:
+            overrides, linear, matmul = MODELS[model]
+        else:  # a corpus architecture, `hf_vision:convnext`: clean runs only
+            group, arch = model.split(":")
+            overrides, linear, matmul = [f"model={group}", f"model.kwargs.arch={arch}"], "", ""
         for case in args.cases.split(","):
             backend, precision = case.split(":")
             for count in (int(c) for c in args.counts.split(",")):
@@ -110,8 +114,10 @@ def main() -> int:
                     base.append("runtime.observe=tap")
                 label = f"{model}-{backend}-{precision}-{count}"
                 try:
-                    print(f"{label:<28} clean  {_clean_line(_run(root, label, base))}", flush=True)
-                    for node in () if args.clean_only else (linear, matmul):
+                    if not args.faults_only:
+                        clean = _clean_line(_run(root, label, base))
+                        print(f"{label:<28} clean  {clean}", flush=True)
+                    for node in () if args.clean_only or not linear else (linear, matmul):
                         fault = [
                             f"backend.fault.node={node}",
                             "backend.fault.kind=scale",

@@ -23,3 +23,12 @@ def callable_target(
     if not callable(found):
         raise error(f"{option}._target_={target!r} is not callable")
     return found
+
+
+def given_spec(spec: Any) -> dict[str, Any] | None:
+    """A `{_target_: ..., kwargs...}` option as given, or None while it is unset (null, or its
+    default `{_target_: null}`, which lets `option._target_=...` be typed on the command line)."""
+    if not spec:
+        return None
+    found = dict(spec)
+    return None if found == {"_target_": None} else found

@@ -14,6 +14,7 @@ from stages.analyze.compare.task_accuracy import (
     task_option_problem,
     task_target,
 )
+from stages.dotted_import import given_spec
 from stages.export.config import InputsSource
 from stages.python_target import missing_target_name, split_file_target
 
@@ -31,7 +32,8 @@ def check_gap_metric(cfg: DictConfig) -> None:
     """`analyze.gap_metric` names a listed comparator (or, with a custom one, maybe its name)."""
     analyze = cfg.analyze
     listed = [str(name) for name in analyze.comparators]
-    if str(analyze.gap_metric) in listed or analyze.get("custom_comparator"):
+    custom = OmegaConf.to_container(analyze, resolve=True).get("custom_comparator")  # type: ignore[union-attr]
+    if str(analyze.gap_metric) in listed or given_spec(custom) is not None:
         return
     raise ConfigValueError(
         f"analyze.gap_metric={analyze.gap_metric!s} is not among analyze.comparators={listed}; "

@@ -96,8 +96,12 @@ class AnalyzeConfig:
     comparators: list[ComparatorName] = field(
         default_factory=lambda: [c for c in ComparatorName if c is not ComparatorName.l1]
     )
-    custom_comparator: dict[str, Any] | None = None
-    delegate_metadata_parser: dict[str, Any] | None = None
+    # `{_target_: pkg.Class, kwargs...}`; the `_target_: null` default (unset) lets
+    # `analyze.custom_comparator._target_=...` be set on the command line without `+`.
+    custom_comparator: dict[str, Any] | None = field(default_factory=lambda: {"_target_": None})
+    delegate_metadata_parser: dict[str, Any] | None = field(
+        default_factory=lambda: {"_target_": None}
+    )
     # A comparator's name: a built-in listed in `comparators`, or the custom comparator's name
     # (open, so checked before any stage runs by pipeline.config.analyze_checks, not by this schema).
     gap_metric: str = "snr"

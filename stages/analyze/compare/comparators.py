@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import torch
 
-from stages.dotted_import import callable_target
+from stages.dotted_import import callable_target, given_spec
 
 
 class ComparatorError(ValueError):
@@ -218,8 +218,9 @@ def build_comparators(names: list[str], custom: dict[str, Any] | None) -> list[C
             "analyze.custom_comparator._target_=..."
         )
     comparators = [BUILTIN[n] for n in names]
-    if custom:
-        comparators.append(_custom(dict(custom)))
+    spec = given_spec(custom)
+    if spec is not None:
+        comparators.append(_custom(spec))
     return comparators
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stages.analyze.link.linking import MetadataParser
-from stages.dotted_import import callable_target
+from stages.dotted_import import callable_target, given_spec
 
 
 class MetadataParserError(ValueError):
@@ -41,7 +41,8 @@ def resolve_parser(
     spec: dict[str, Any] | None, backend: str, backend_target: str | None = None
 ) -> MetadataParser:
     """`spec._target_` (a callable bytes -> dict), else the backend's parse_delegate_metadata."""
-    if spec:
+    spec = given_spec(spec)
+    if spec is not None:
         parser = callable_target(
             spec,
             "analyze.delegate_metadata_parser",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,3 +141,18 @@ def test_all_comparators_at_once_give_what_each_gives_alone(
     for name, value in only_builtins.items():
         alone = float(BUILTIN[name].compare(a, b))
         assert value == alone or (math.isnan(value) and math.isnan(alone)), name
+
+
+def test_the_custom_comparator_is_set_from_the_command_line_without_plus(tmp_path: Path) -> None:
+    """`analyze.custom_comparator._target_=...` as the user guide types it (the option's
+    `_target_: null` default is a node to set into); unset, no comparator is added."""
+    from omegaconf import OmegaConf
+
+    from tests.helpers.configs import compose_config
+
+    target = f"{__name__}.HalfSNR"
+    cfg = compose_config(tmp_path, [f"analyze.custom_comparator._target_={target}"])
+    spec = OmegaConf.to_container(cfg.analyze.custom_comparator)
+    assert build_comparators(["snr"], spec)[-1].name == "half_snr"  # type: ignore[arg-type]
+    unset = OmegaConf.to_container(compose_config(tmp_path).analyze.custom_comparator)
+    assert [c.name for c in build_comparators(["snr"], unset)] == ["snr"]  # type: ignore[arg-type]

@@ -248,6 +248,8 @@ def _largest_keys(metric: str) -> tuple[str, ...]:
         "observed_snr_db",
         "expected_snr_db",
         "excess_db",
+        "worst_sample",
+        "systematic",
         "delegate_debug_identifiers",
         "source_line",
     )

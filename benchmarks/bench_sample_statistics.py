@@ -69,12 +69,15 @@ def _clean_line(run_dir: Path) -> str:
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = _rows(run_dir)
     systematic = max((_float(r.get("systematic_excess_db")) for r in rows), default=-math.inf)
+    biased = [r for r in rows if r.get("runtime_more_biased") == "True"]
+    blamed = max((_float(r.get("systematic_excess_db")) for r in biased), default=-math.inf)
     excess = max((_float(r.get("excess_db")) for r in rows), default=-math.inf)
     worst = max((_float(r.get("excess_worst_db")) for r in rows), default=-math.inf)
     flagged = sum(r.get("systematic") == "True" for r in rows)
     return (
         f"{summary['verdict']:<14} rows {len(rows):>3}  max excess {excess:7.2f} dB  worst-sample "
-        f"excess {worst:7.2f} dB  max systematic {systematic:7.2f} dB  systematic rows {flagged}"
+        f"excess {worst:7.2f} dB  max systematic {systematic:7.2f} dB (runtime more biased "
+        f"{blamed:7.2f} dB)  systematic rows {flagged}"
     )
 
 
@@ -86,7 +89,8 @@ def _fault_line(run_dir: Path, node: str) -> str:
     return (
         f"{summary['verdict']:<14} named {named!s:<5}  excess {_float(row.get('excess_db')):7.2f} "
         f"dB  systematic {_float(row.get('systematic_excess_db')):7.2f} dB  scale "
-        f"{_float(row.get('scale_error')):+.5f} (t {_float(row.get('scale_error_t')):.1f})"
+        f"{_float(row.get('scale_error')):+.5f} (t {_float(row.get('scale_error_t')):.1f})  "
+        f"runtime more biased {row.get('runtime_more_biased')}"
     )
 
 

@@ -10,7 +10,11 @@ from typing import Any
 from stages.analyze.compare.exact_compare import EXACT_KEYS
 from stages.analyze.compare.expected_error import EXCESS_DB
 from stages.analyze.compare.gap.rows import GapRow
-from stages.analyze.compare.gap.sample_stats import SAMPLE_INDEX_KEYS, SYSTEMATIC_DB
+from stages.analyze.compare.gap.sample_stats import (
+    RUNTIME_BIASED,
+    SAMPLE_INDEX_KEYS,
+    SYSTEMATIC_DB,
+)
 from stages.analyze.compare.verdict import FAIL, Verdict, finite
 from stages.analyze.link.event_table import EventRow, unit_factor
 from stages.analyze.link.linking import ProgramIndex, ops_of, source_line
@@ -103,8 +107,10 @@ def per_sample_columns(row: GapRow) -> dict[str, Any]:
     columns: dict[str, Any] = {
         key: int(value) if key in SAMPLE_INDEX_KEYS else value
         for key, value in row.per_sample.items()
+        if key != RUNTIME_BIASED
     }
     if SYSTEMATIC_DB in row.per_sample:
+        columns[RUNTIME_BIASED] = bool(row.per_sample.get(RUNTIME_BIASED))
         columns["systematic"] = row.systematic
     return columns
 

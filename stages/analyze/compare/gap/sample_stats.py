@@ -49,6 +49,8 @@ EXCESS_MEDIAN, EXCESS_WORST, EXCESS_WORST_SAMPLE = (
 )
 SCALE, SCALE_T, OFFSET, OFFSET_T = "scale_error", "scale_error_t", "offset_error", "offset_error_t"
 SYSTEMATIC_DB, SYSTEMATIC_SAMPLES = "systematic_excess_db", "systematic_samples"
+# 1.0 when the runtime's own error is more biased than the emulated precision's (else 0.0)
+RUNTIME_BIASED = "runtime_more_biased"
 SAMPLE_INDEX_KEYS = frozenset({WORST_SAMPLE, EXCESS_WORST_SAMPLE, SYSTEMATIC_SAMPLES})
 
 _SNR = SNR()
@@ -64,6 +66,10 @@ class SampleFacts:
     excess: float = math.nan  # observed over expected local error of this sample, dB
     scale: float = math.nan  # slope of (runtime − emulated) on the local reference
     offset: float = math.nan  # ... and its intercept, in the output's units
+    # The same fit of the runtime's own error (runtime − local): what part of the difference
+    # from the emulation is the runtime's bias rather than the emulation's.
+    runtime_scale: float = math.nan
+    runtime_offset: float = math.nan
     variation: float = math.nan  # the local reference's variance
     allowed: float = math.nan  # expected error's mean square + floor²
     fingerprint: tuple[float, float] = (math.nan, math.nan)  # sum and sum of squares of L
@@ -73,29 +79,36 @@ def _flat(value: torch.Tensor) -> torch.Tensor:
     return value.detach().reshape(-1).double()
 
 
+_Fit = tuple[float, float, float, float, float, float]
+_UNFIT: _Fit = (math.nan,) * 6
+
+
 def _systematic(
     runtime: torch.Tensor, local: torch.Tensor, emulated: torch.Tensor, floor: float
-) -> tuple[float, float, float, float]:
-    """(scale, offset, variation, allowed) of one sample; NaN scale/offset where a value is not
-    finite (the pooled rule judges those) or the reference is empty."""
+) -> _Fit:
+    """(scale, offset, runtime scale, runtime offset, variation, allowed) of one sample; NaN
+    where a value is not finite (the pooled rule judges those) or the reference is empty."""
     r, loc, e = _flat(runtime), _flat(local), _flat(emulated)
     finite = torch.isfinite(r) & torch.isfinite(loc) & torch.isfinite(e)
     if not bool(finite.all()):
         if bool((~torch.isfinite(loc) & (r != loc)).any()) or bool(
             (torch.isfinite(loc) & ~torch.isfinite(r)).any()
         ):
-            return math.nan, math.nan, math.nan, math.nan
+            return _UNFIT
         r, loc, e = r[finite], loc[finite], e[finite]  # the same ±inf on both sides: a mask
     if not loc.numel():
-        return math.nan, math.nan, math.nan, math.nan
-    d, expected = r - e, e - loc
+        return _UNFIT
+    expected = e - loc
     mean = float(loc.mean())
     centred = loc - mean
     power = float(torch.dot(centred, centred))
-    scale = float(torch.dot(d, centred)) / power if power > 0 else 0.0
-    offset = float(d.mean()) - scale * mean
+
+    def fit(error: torch.Tensor) -> tuple[float, float]:
+        scale = float(torch.dot(error, centred)) / power if power > 0 else 0.0
+        return scale, float(error.mean()) - scale * mean
+
     allowed = float(torch.dot(expected, expected)) / loc.numel() + floor * floor
-    return scale, offset, power / loc.numel(), allowed
+    return (*fit(r - e), *fit(r - loc), power / loc.numel(), allowed)
 
 
 def sample_facts(
@@ -193,7 +206,27 @@ def _systematic_columns(facts: Sequence[SampleFacts]) -> dict[str, float]:
         OFFSET_T: offset_t,
         SYSTEMATIC_DB: systematic,
         SYSTEMATIC_SAMPLES: len(fitted),
+        RUNTIME_BIASED: float(
+            _runtime_biased(fitted, abs(scale_t) > SYSTEMATIC_T, abs(offset_t) > SYSTEMATIC_T)
+        ),
     }
+
+
+def _runtime_biased(fitted: Sequence[SampleFacts], scale: bool, offset: bool) -> bool:
+    """Whether the runtime's own error holds more of the significant coefficients' power than
+    the emulation's error does: a runtime less biased than the emulation (a fused kernel that
+    skips a rounding the emulation makes) differs from it systematically, and is not wrong."""
+    variation = statistics.fmean(f.variation for f in fitted)
+
+    def power(scales: Sequence[float], offsets: Sequence[float]) -> float:
+        total = statistics.fmean(scales) ** 2 * variation if scale else 0.0
+        return total + (statistics.fmean(offsets) ** 2 if offset else 0.0)
+
+    runtime = power([f.runtime_scale for f in fitted], [f.runtime_offset for f in fitted])
+    emulation = power(
+        [f.runtime_scale - f.scale for f in fitted], [f.runtime_offset - f.offset for f in fitted]
+    )
+    return runtime > emulation
 
 
 def summarize(facts: Sequence[SampleFacts]) -> dict[str, float]:
@@ -207,4 +240,5 @@ def is_systematic(columns: dict[str, float], precision: str) -> bool:
     samples = columns.get(SYSTEMATIC_SAMPLES, 0.0)
     value = columns.get(SYSTEMATIC_DB, -math.inf)
     bound = SYSTEMATIC_BOUND_DB.get(precision, SYSTEMATIC_BOUND_DB["fp32"])
-    return samples >= SYSTEMATIC_MIN_SAMPLES and value > bound
+    biased = bool(columns.get(RUNTIME_BIASED, 0.0))
+    return samples >= SYSTEMATIC_MIN_SAMPLES and value > bound and biased

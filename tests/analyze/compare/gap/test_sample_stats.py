@@ -112,3 +112,16 @@ def test_a_runtime_less_biased_than_the_emulation_is_not_systematic() -> None:
     # it does differ from the emulation, systematically, by more than int8's bound
     assert columns[SYSTEMATIC_DB] > SYSTEMATIC_BOUND_DB["int8"]
     assert not is_systematic(columns, "int8")
+
+
+def test_a_sample_keeps_floats_not_tensors() -> None:
+    """What a row keeps per sample is a few numbers, whatever the output's size (memory grows
+    by floats with the samples)."""
+    (facts,) = _samples(1)
+    kept = [
+        v
+        for value in vars(facts).values()
+        for v in (value if isinstance(value, tuple) else (value,))
+    ]
+    assert all(isinstance(v, int | float) for v in kept)
+    assert len(kept) <= 12

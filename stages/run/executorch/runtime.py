@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 EXECUTORCH_EXTRA = "pip install -e '.[executorch]'"
 METHOD = "forward"
 _DEBUG_SLACK = 1 << 20  # ExecuTorch aligns each logged tensor; generous room on top
+_ALIGN = 64  # the alignment a chunk's payload starts at when chunks are joined
+CAPTURE_CHUNK_BYTES = 256 << 20  # one debug buffer's bytes, beyond the first sample's
 
 
 class ExecuTorchRuntimeError(Exception):
@@ -98,6 +100,74 @@ def debug_buffer_size(samples: list[tuple[torch.Tensor, ...]], program_bytes: in
     return 64 * (program_bytes + biggest) + _DEBUG_SLACK
 
 
+def _capture_chunk(
+    program: bytes, where: str, samples: list[tuple[torch.Tensor, ...]], first: int, size: int
+) -> tuple[list[RunData], bytes, list[tuple[torch.Tensor, ...]]]:
+    """One module with a debug buffer of `size` bytes runs `samples` (numbered from `first`):
+    their capture blocks, the buffer's used bytes and the program outputs."""
+    debug = _load(program, where, debug_buffer_size=size)
+    outputs = []
+    for sample in samples:
+        with first_native_call_to_log():
+            outputs.append(_tensors(debug.run_method(METHOD, tuple(sample))))
+    capture_dump, payload = _etdump_of(debug, debug_buffer=True)
+    captures = [b for b in capture_dump.run_data if b.name == TIMED_BLOCK]
+    blocks = [_logged_values_only(b, first + i) for i, b in enumerate(captures)]
+    return blocks, payload[: _used_bytes(blocks)], outputs
+
+
+def _sample_bytes(sample: tuple[torch.Tensor, ...]) -> int:
+    return sum(t.numel() * t.element_size() for t in sample)
+
+
+def _capture(
+    program: bytes, where: str, samples: list[tuple[torch.Tensor, ...]]
+) -> tuple[list[RunData], bytes, list[tuple[torch.Tensor, ...]]]:
+    """One capture run per sample. ExecuTorch aborts the process when its debug buffer fills, so
+    the first sample runs alone under a generous bound and the bytes it logged size the buffers
+    of the rest, taken in chunks of at most CAPTURE_CHUNK_BYTES (scaled by each sample's input
+    size, for programs whose shapes vary); the chunks' tensors are rebased into one payload."""
+    blocks, payload, outputs = _capture_chunk(
+        program, where, samples[:1], 0, debug_buffer_size(samples[:1], len(program))
+    )
+    logged, base = max(len(payload), 1), max(_sample_bytes(samples[0]), 1)
+    start = 1
+    while start < len(samples):
+        chunk: list[tuple[torch.Tensor, ...]] = []
+        room = _DEBUG_SLACK
+        for sample in samples[start:]:
+            need = int(logged * max(1.0, _sample_bytes(sample) / base) * 1.25) + _ALIGN
+            if chunk and room + need > CAPTURE_CHUNK_BYTES:
+                break
+            chunk.append(sample)
+            room += need
+        more, more_payload, more_outputs = _capture_chunk(program, where, chunk, start, room)
+        offset = -(-len(payload) // _ALIGN) * _ALIGN  # ExecuTorch's alignment kept
+        payload = payload + bytes(offset - len(payload)) + more_payload
+        blocks += [_rebased(block, offset) for block in more]
+        outputs += more_outputs
+        start += len(chunk)
+    return blocks, payload, outputs
+
+
+def _rebased(block: RunData, delta: int) -> RunData:
+    """`block` with its logged tensors' offsets moved by `delta` bytes into a joined payload."""
+    events = []
+    for event in block.events:
+        de = event.debug_event
+        value = de.debug_entry if de is not None else None
+        if de is None or value is None:
+            events.append(event)
+            continue
+        tensor = value.tensor._replace(offset=value.tensor.offset + delta) if value.tensor else None
+        listed = value.tensor_list
+        if listed is not None:
+            listed = tuple(t._replace(offset=t.offset + delta) for t in listed)
+        moved = value._replace(tensor=tensor, tensor_list=listed)
+        events.append(Event(debug_event=de._replace(debug_entry=moved)))
+    return RunData(block.name, block.bundled_input_index, list(block.allocators), events)
+
+
 def run_program(
     program: bytes,
     where: str,
@@ -139,14 +209,8 @@ def run_program(
         blocks.append(block)
     payload = b""
     if capture:
-        debug = _load(program, where, debug_buffer_size=debug_buffer_size(samples, len(program)))
-        for sample in samples:
-            with first_native_call_to_log():
-                outputs.append(_tensors(debug.run_method(METHOD, tuple(sample))))
-        capture_dump, payload = _etdump_of(debug, debug_buffer=True)
-        captures = [b for b in capture_dump.run_data if b.name == TIMED_BLOCK]
-        blocks += [_logged_values_only(b, i) for i, b in enumerate(captures)]
-        payload = payload[: _used_bytes(blocks)]
+        captured, payload, outputs = _capture(program, where, samples)
+        blocks += captured
     else:
         outputs = [_tensors(timed.run_method(METHOD, tuple(s))) for s in samples]
     buffer = DebugBufferWriter()

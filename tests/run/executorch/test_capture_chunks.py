@@ -47,7 +47,7 @@ def test_chunked_captures_log_every_sample_as_one_buffer_would(
     import stages.run.executorch.runtime as runtime
 
     program = _program()
-    samples = [(torch.randn(2, 16),) for _ in range(7)]
+    samples: list[tuple[torch.Tensor, ...]] = [(torch.randn(2, 16),) for _ in range(7)]
     whole = _logged(program, samples)
     monkeypatch.setattr(runtime, "CAPTURE_CHUNK_BYTES", 1)  # one sample per debug buffer
     chunked = _logged(program, samples)

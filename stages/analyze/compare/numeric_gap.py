@@ -23,6 +23,7 @@ from stages.analyze.compare.walk_plan import plan_walk
 from stages.analyze.link.control_flow import CondRecord, cond_sites, node_order
 from stages.formats.float_reference import QParams
 from stages.handles.debug_handles import DebugHandle
+from stages.progress_display import ProgressDisplay
 
 
 def compute_numeric_gap(
@@ -52,16 +53,14 @@ def numeric_gap_and_flow(
     delegated: Collection[DebugHandle] = (),
 ) -> tuple[list[GapGroup], list[GapRow], list[CondRecord]]:
     """Groups in topological order, one row per compared output, and one record per cond.
-
     Float outputs go through the comparators; integer and bool outputs are counted exactly, index
     outputs with the tie rule at `tie_tolerance` (`exact_compare`); a cond's branch ops against
     the same branch of the reference. With `precision`, float rows get an error budget: observed
     local error against that precision's own (expected_error; `qparams`, `delegated`: _emulation).
-
-    The program is walked once, every sample in step, in topological order: a group is compared
-    as soon as its last node is evaluated, and each reference value is released after its last
-    reader (`release_values=False` keeps them all, to check that releasing changes nothing);
-    `stats` receives how many values were held at once."""
+    The program is walked once (a progress display per op), every sample in step, in topological
+    order: a group is compared as soon as its last node is evaluated, and each reference value is
+    released after its last reader (`release_values=False` keeps them all, to check that
+    releasing changes nothing); `stats` receives how many values were held at once."""
     graph = program.graph_module.graph
     sites = cond_sites(program.graph_module)
     records = [cond_record(s) for s in sites]
@@ -74,21 +73,23 @@ def numeric_gap_and_flow(
     options = (comparators, tie_tolerance, emulation, floor_units)
     rows: list[GapRow] = []
     noted: set[int] = set()
-    for step, node in enumerate(order):
-        for site in plan.starts.get(step, ()):
-            for walk in walks:
-                walk.branch(site, record_of[site.node])
-        if node.graph is graph:
-            for walk in walks:
-                walk.evaluate(node)
-        if stats is not None:
-            note_peak(stats, walks)
-        for gi in plan.ready.get(step, ()):
-            slots = group_slots(gi, groups[gi], walks, noted, (emulation, floor_units))
-            rows += build_rows(groups, topo, slots, *options)
-        for released in plan.dying.get(step, ()):
-            for walk in walks:
-                walk.release(released)
+    with ProgressDisplay(f"analyze: ops x {len(walks)} sample(s)", len(order)) as progress:
+        for step, node in enumerate(order):
+            for site in plan.starts.get(step, ()):
+                for walk in walks:
+                    walk.branch(site, record_of[site.node])
+            if node.graph is graph:
+                for walk in walks:
+                    walk.evaluate(node)
+            if stats is not None:
+                note_peak(stats, walks)
+            for gi in plan.ready.get(step, ()):
+                slots = group_slots(gi, groups[gi], walks, noted, (emulation, floor_units))
+                rows += build_rows(groups, topo, slots, *options)
+            for released in plan.dying.get(step, ()):
+                for walk in walks:
+                    walk.release(released)
+            progress.advance()
     missing = {  # a handle with no node of the program (e.g. a nested cond)
         (gi, 0): Slot(status="no_reference") for gi, g in enumerate(groups) if g.anchor is None
     }

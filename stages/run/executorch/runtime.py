@@ -107,9 +107,13 @@ def _capture_chunk(
     their capture blocks, the buffer's used bytes and the program outputs."""
     debug = _load(program, where, debug_buffer_size=size)
     outputs = []
-    for sample in samples:
-        with first_native_call_to_log():
-            outputs.append(_tensors(debug.run_method(METHOD, tuple(sample))))
+    with ProgressDisplay(
+        f"run: capture samples {first}-{first + len(samples) - 1}", len(samples)
+    ) as progress:
+        for sample in samples:
+            with first_native_call_to_log():
+                outputs.append(_tensors(debug.run_method(METHOD, tuple(sample))))
+            progress.advance()
     capture_dump, payload = _etdump_of(debug, debug_buffer=True)
     captures = [b for b in capture_dump.run_data if b.name == TIMED_BLOCK]
     blocks = [_logged_values_only(b, first + i) for i, b in enumerate(captures)]

@@ -14,6 +14,9 @@ class Precision(StrEnum):
     fp32 = "fp32"
     fp16 = "fp16"
     int8 = "int8"
+    # int8 dynamic per-token activations, int4 weights in groups (`backend.group_size`): torchao's
+    # scheme for LLMs on ExecuTorch's XNNPACK. A name that is no identifier, set as Enum allows.
+    locals()["8da4w"] = "8da4w"
 
 
 class ObserveMode(StrEnum):

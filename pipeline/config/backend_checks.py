@@ -98,6 +98,16 @@ def check_backend_class(cfg: DictConfig, backend: ResolvedBackend) -> None:
 def check_backend_precision(cfg: DictConfig, resolved: ResolvedBackend) -> None:
     """`backend.precision` is one the chosen backend emulates (a user's backend may offer fewer)."""
     backend, offered = cfg.backend, resolved.precisions
+    if backend.get("group_size") not in (None, 32) and str(backend.precision) not in GROUPED:
+        raise ConfigValueError(
+            f"backend.group_size={backend.group_size} applies to backend.precision=8da4w only "
+            f"(got backend.precision={backend.precision!s}): drop it or set the precision"
+        )
+    if str(backend.precision) in GROUPED and int(backend.get("group_size") or 0) <= 0:
+        raise ConfigValueError(
+            f"backend.group_size={backend.get('group_size')}: give a positive group size "
+            "(32, 64, 128 or 256 input features per weight group)"
+        )
     if resolved.executorch:
         lowered = offered
         if str(backend.precision) not in lowered:
@@ -107,10 +117,24 @@ def check_backend_precision(cfg: DictConfig, resolved: ResolvedBackend) -> None:
             )
         return
     if str(backend.precision) not in offered:
+        lowered_by = _lowered_only_by(str(backend.precision))
         raise ConfigValueError(
             f"backend.precision={backend.precision!s} is not supported by backend "
             f"'{backend.name}'; choose one of {list(offered)}"
+            + (f", or backend={lowered_by} (which lowers it)" if lowered_by else "")
         )
+
+
+# Precisions whose weights are quantized in groups of backend.group_size.
+GROUPED = ("8da4w",)
+
+
+def _lowered_only_by(precision: str) -> str:
+    """The first ExecuTorch backend that lowers `precision` ('' for none)."""
+    from stages.formats.executorch.program import executorch_precisions
+
+    backends = ("executorch_xnnpack", "executorch_portable")
+    return next((name for name in backends if precision in executorch_precisions(name)), "")
 
 
 def _listed(cfg: DictConfig, key: str) -> list[str]:
@@ -123,8 +147,8 @@ def check_override_support(cfg: DictConfig, backend: ResolvedBackend) -> None:
         return
     name = backend.name
     if backend.executorch:
-        if str(cfg.backend.precision) == "int8":
-            return  # the quantizer's own filter leaves them unquantized
+        if str(cfg.backend.precision) in ("int8", *GROUPED):
+            return  # the quantizer's own filter (8da4w: the linears' weights) leaves them out
         raise ConfigValueError(
             f"backend.keep_float: backend {name} keeps ops in float only in an int8 program "
             f"(its quantizer leaves them out); at backend.precision={cfg.backend.precision} "

@@ -109,7 +109,13 @@ class AnalyzeConfig:
     thresholds: dict[Precision, float] = field(
         # Measured (benchmarks/RESULTS.md, issue 14.4): clean local SNR stays >= 67.7 dB at fp16
         # and >= 31.9 dB at int8 on the zoo; a 10% scale error on one op gives ~20 dB.
-        default_factory=lambda: {Precision.fp32: 60.0, Precision.fp16: 30.0, Precision.int8: 26.0}
+        # 8da4w: int4 grouped weights alone cost ~19-24 dB on random weights.
+        default_factory=lambda: {
+            Precision.fp32: 60.0,
+            Precision.fp16: 30.0,
+            Precision.int8: 26.0,
+            Precision["8da4w"]: 15.0,
+        }
     )
     top_k: int = 10
     # The program method to link, compare and judge (an ExecuTorch program with several methods,
@@ -119,12 +125,22 @@ class AnalyzeConfig:
     # dB by which an op's observed local error may exceed its expected error before it fails
     # (verdict_rule=expected; measured in benchmarks/RESULTS.md, bench_verdicts).
     margins: dict[Precision, float] = field(
-        default_factory=lambda: {Precision.fp32: 6.0, Precision.fp16: 10.0, Precision.int8: 6.0}
+        default_factory=lambda: {
+            Precision.fp32: 6.0,
+            Precision.fp16: 10.0,
+            Precision.int8: 6.0,
+            Precision["8da4w"]: 6.0,
+        }
     )
     # Error never blamed: this many steps of the precision's resolution (an ulp at 1.0; an int8
     # step) times the output's max |value| (keeps near-cancelling, tiny outputs from failing).
     floor_units: dict[Precision, float] = field(
-        default_factory=lambda: {Precision.fp32: 256.0, Precision.fp16: 0.25, Precision.int8: 0.25}
+        default_factory=lambda: {
+            Precision.fp32: 256.0,
+            Precision.fp16: 0.25,
+            Precision.int8: 0.25,
+            Precision["8da4w"]: 0.25,
+        }
     )
     # A FAIL verdict ends the command with exit code 3 (pipeline.exit_codes); false: exit 0.
     fail_exit_code: bool = True

@@ -15,9 +15,9 @@ REGISTERED_BACKENDS: dict[str, str] = {
 
 # What each built-in class's `precisions()` returns (a test keeps the two equal).
 BUILTIN_PRECISIONS: dict[str, tuple[str, ...]] = {
-    "stages.backends.xnnpack.XnnpackBackend": tuple(Precision),
+    "stages.backends.xnnpack.XnnpackBackend": (Precision.fp32, Precision.fp16, Precision.int8),
     "stages.backends.qnn.QnnBackend": (Precision.fp16, Precision.int8, Precision.fp32),
-    "stages.backends.portable.PortableBackend": tuple(Precision),
+    "stages.backends.portable.PortableBackend": (Precision.fp32, Precision.fp16, Precision.int8),
 }
 
 

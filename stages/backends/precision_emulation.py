@@ -61,3 +61,32 @@ def round_to_precision(value: Any, precision: str, scale: float | None) -> Any:
         # Masks (-inf) stay masks: NPUs keep them out of the quantized range.
         return torch.where(torch.isfinite(value), quantized, value)
     return value
+
+
+# torchao's int4 range (int8 storage) and the int8 range of a per-token dynamic activation.
+INT4_MIN, INT4_MAX = -8.0, 7.0
+INT8_MIN = -128.0
+_EPS = torch.finfo(torch.float32).eps
+
+
+def grouped_int4(weight: torch.Tensor, group_size: int) -> torch.Tensor:
+    """`weight` (out, in) through symmetric int4 in groups of `group_size` input features, as
+    torchao's 8da4w stores it: scale = max |w| of the group / 7.5, codes in [-8, 7]."""
+    rows, columns = weight.shape[0], weight.shape[-1]
+    groups = weight.detach().float().reshape(rows, columns // group_size, group_size)
+    scale = (groups.abs().amax(dim=-1, keepdim=True) / ((INT4_MAX - INT4_MIN) / 2)).clamp(min=_EPS)
+    codes = torch.clamp(torch.round(groups / scale), INT4_MIN, INT4_MAX)
+    return (codes * scale).reshape(weight.shape).to(weight.dtype)
+
+
+def per_token_int8(value: torch.Tensor) -> torch.Tensor:
+    """`value` through asymmetric int8 with one scale and zero point per token (last dimension),
+    chosen at run time from the token's range (which always includes 0), as torchao's dynamic
+    activation quantization does."""
+    x = value.float()
+    low = x.amin(dim=-1, keepdim=True).clamp(max=0.0)
+    high = x.amax(dim=-1, keepdim=True).clamp(min=0.0)
+    scale = ((high - low) / (INT8_MAX - INT8_MIN)).clamp(min=_EPS)
+    zero = torch.clamp(INT8_MIN - torch.round(low / scale), INT8_MIN, INT8_MAX)
+    codes = torch.clamp(torch.round(x / scale) + zero, INT8_MIN, INT8_MAX)
+    return ((codes - zero) * scale).to(value.dtype)

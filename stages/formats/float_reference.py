@@ -16,6 +16,7 @@ import math
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -23,6 +24,10 @@ from stages.handles.debug_handles import DEBUG_HANDLE_META
 from stages.op_encoding import OpEncodingError, op_name
 
 QDQ_NAMESPACE = "quantized_decomposed."
+# torchao's affine quantization ops (quantize_'s schemes: 8da4w): q/dq ops as PT2E's are.
+AFFINE_NAMESPACE = "torchao."
+DYNAMIC_QPARAMS_OP = "torchao.choose_qparams_affine"
+AFFINE_DEQUANTIZE_OP = "torchao.dequantize_affine"
 # Name prefix of the op an executorch_* fault adds after its target (stages.lower.executorch.fault).
 FAULT_NODE_PREFIX = "injected_fault_"
 FAULT_KINDS_ADDED = ("scale", "offset", "nan")
@@ -42,7 +47,9 @@ def _op(target: object) -> str:
 
 def is_qdq(node: torch.fx.Node) -> bool:
     """A quantize or dequantize op of PT2E."""
-    return node.op == "call_function" and _op(node.target).startswith(QDQ_NAMESPACE)
+    return node.op == "call_function" and _op(node.target).startswith(
+        (QDQ_NAMESPACE, AFFINE_NAMESPACE)
+    )
 
 
 def is_injected_fault(node: torch.fx.Node) -> bool:
@@ -74,6 +81,8 @@ def lowered_precision(program: torch.export.ExportedProgram) -> str:
     """int8 when the program has q/dq ops, fp16 when its float inputs are half (a program
     whose inputs are all integers, a text model's token ids: its float weights), else fp32."""
     nodes = list(program.graph_module.graph.nodes)
+    if any(n.op == "call_function" and _op(n.target).startswith(DYNAMIC_QPARAMS_OP) for n in nodes):
+        return "8da4w"
     if any(is_qdq(n) for n in nodes):
         return "int8"
     user_inputs = set(program.graph_signature.user_inputs)
@@ -300,7 +309,55 @@ def take_handles(
         match.meta[DEBUG_HANDLE_META] = handle
     _fold_into_producers(ours)
     _share_with_outputs(ours)
+    _mark_weight_groups(ours.matched)
     return reference
+
+
+# Node meta of the reference: on a linear whose lowered weight torchao quantized in groups
+# (8da4w), the group size along its input features; such a linear's input is quantized per
+# token at run time. A linear without it was left in float.
+WEIGHT_GROUP_META = "delegate_debugger_weight_group"
+
+
+def _mark_weight_groups(matched: dict[torch.fx.Node, torch.fx.Node]) -> None:
+    """Give each reference linear whose lowered weight is a grouped `dequantize_affine` its
+    group size (the last entry of the op's block size)."""
+    for lowered, reference in matched.items():
+        weight = lowered.args[1] if len(lowered.args) > 1 else None
+        if not isinstance(weight, torch.fx.Node) or weight.op != "call_function":
+            continue
+        if not _op(weight.target).startswith(AFFINE_DEQUANTIZE_OP) or len(weight.args) < 2:
+            continue
+        block = weight.args[1]
+        if isinstance(block, list | tuple) and block and isinstance(block[-1], int):
+            reference.meta[WEIGHT_GROUP_META] = int(block[-1])
+
+
+def left_in_float(reference: torch.export.ExportedProgram) -> tuple[int, list[dict[str, Any]]]:
+    """In a reference whose linears `take_handles` marked with their weight group: the group
+    size, and each linear left in float (op, in_features, why): (0, []) when none is grouped."""
+    linears = [
+        n
+        for n in reference.graph_module.graph.nodes
+        if n.op == "call_function" and _op(n.target) == "aten.linear.default"
+    ]
+    sizes = [int(n.meta[WEIGHT_GROUP_META]) for n in linears if n.meta.get(WEIGHT_GROUP_META)]
+    if not sizes:
+        return 0, []
+    group = max(set(sizes), key=sizes.count)
+    left = []
+    for node in linears:
+        if node.meta.get(WEIGHT_GROUP_META):
+            continue
+        weight = node.args[1].meta.get("val") if isinstance(node.args[1], torch.fx.Node) else None
+        in_features = int(weight.shape[-1]) if isinstance(weight, torch.Tensor) else -1
+        reason = (
+            f"in_features {in_features} not divisible by group {group}"
+            if in_features > 0 and in_features % group
+            else "not quantized by the lowered program"
+        )
+        left.append({"op": node.name, "in_features": in_features, "reason": reason})
+    return group, left
 
 
 # Ops PT2E and ExecuTorch fold into the op before them (a BatchNorm into its convolution's

@@ -39,6 +39,8 @@ class BackendConfig:
     name: str = f"${{{BACKEND_NAME_RESOLVER}:${{._target_}}}}"
     _target_: str = MISSING
     precision: Precision = Precision.fp32
+    # 8da4w: weights quantized in groups of this many input features (torchao's PerGroup).
+    group_size: int = 32
     compile_specs: dict[str, Any] = field(default_factory=dict)
     fault: FaultConfig = field(default_factory=FaultConfig)
     # Ops (named as backend.fault.node names them) computed at fp32 inside the delegate:

@@ -23,6 +23,8 @@ from torch.export import ExportedProgram
 from stages.backends.op_support import ANCHORS
 from stages.backends.precision_emulation import (
     INT8_MAX,
+    grouped_int4,
+    per_token_int8,
     quantize_per_channel,
     round_to_precision,
 )
@@ -30,6 +32,7 @@ from stages.closed_sets import Precision
 from stages.formats.float_reference import (
     FOLDED_INTO_META,
     FOLDS_NEXT_META,
+    WEIGHT_GROUP_META,
     QParams,
     plain_qparams,
 )
@@ -40,7 +43,10 @@ RESOLUTION: dict[str, float] = {
     Precision.fp32: 2.0**-23,
     Precision.fp16: 2.0**-10,
     Precision.int8: 1.0 / INT8_MAX,
+    Precision["8da4w"]: 1.0 / INT8_MAX,  # the activations' step (the weights' is in the emulation)
 }
+# Precisions whose rounding the expected error emulates (fp32 costs nothing to emulate).
+_EMULATED = (Precision.fp16, Precision.int8, Precision["8da4w"])
 # Keys a GapRow's `budget` holds (numeric_gap.csv and summary.json columns).
 OBSERVED_DB, EXPECTED_DB, EXCESS_DB = "observed_snr_db", "expected_snr_db", "excess_db"
 # The accumulated error (runtime vs the reference on the ETRecord's inputs) against variation.
@@ -132,10 +138,14 @@ class PrecisionEmulation:
     @property
     def active(self) -> bool:
         """fp32 costs nothing to emulate: its expected error is zero (the floor remains)."""
-        return self.precision in (Precision.fp16, Precision.int8)
+        return self.precision in _EMULATED
 
     def weights(self, members: Iterable[torch.fx.Node]) -> set[torch.fx.Node]:
-        """Constant weights of the int8 anchor ops among `members` (quantized per channel)."""
+        """Constant weights of the int8 anchor ops among `members` (quantized per channel), or
+        at 8da4w of the linears the lowered program quantized in groups."""
+        if self.precision == Precision["8da4w"]:
+            grouped = (n.args[1] for n in members if n.meta.get(WEIGHT_GROUP_META))
+            return {w for w in grouped if isinstance(w, torch.fx.Node) and w.name in self.constants}
         if self.precision != Precision.int8:
             return set()
         found = {_weight_arg(n) for n in members if n.op == "call_function"}
@@ -143,6 +153,8 @@ class PrecisionEmulation:
 
     def stored(self, node: torch.fx.Node, value: Any, weights: Collection[torch.fx.Node]) -> Any:
         """A value from outside the group as the backend holds it."""
+        if self.precision == Precision["8da4w"]:
+            return _grouped(node, value) if node in weights else value
         if node in weights and isinstance(value, torch.Tensor) and value.dim() >= 2:
             q, scales = quantize_per_channel(value.float())
             shape = [-1] + [1] * (value.dim() - 1)
@@ -157,6 +169,8 @@ class PrecisionEmulation:
             return type(value)(self.rounded(node, v) for v in value)
         if not isinstance(value, torch.Tensor) or not value.is_floating_point():
             return value
+        if self.precision == Precision["8da4w"]:
+            return value  # op outputs stay float; only a grouped linear's input is quantized
         scale = None
         if self.precision == Precision.int8:
             if node.meta.get(FOLDS_NEXT_META):
@@ -172,6 +186,27 @@ class PrecisionEmulation:
                 return value
             scale = top / INT8_MAX
         return round_to_precision(value, self.precision, scale).to(value.dtype)
+
+    def operands(self, node: torch.fx.Node, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """An op's arguments as its kernel reads them: at 8da4w a grouped linear's input is
+        quantized per token at run time."""
+        if self.precision != Precision["8da4w"] or not node.meta.get(WEIGHT_GROUP_META):
+            return args
+        first = args[0] if args else None
+        if not isinstance(first, torch.Tensor) or not first.is_floating_point():
+            return args
+        return (per_token_int8(first), *args[1:])
+
+
+def _grouped(node: torch.fx.Node, value: Any) -> Any:
+    """A linear's weight as 8da4w stores it: int4 in the group size its linear was given."""
+    groups = [u.meta.get(WEIGHT_GROUP_META) for u in node.users]
+    size = next((g for g in groups if isinstance(g, int) and g > 0), 0)
+    if not isinstance(value, torch.Tensor) or value.dim() != 2 or not size:
+        return value
+    if value.shape[-1] % size:
+        return value
+    return grouped_int4(value, size)
 
 
 # Elements per float64 slice (8 MiB): statistics are reduced slice by slice, so a large output

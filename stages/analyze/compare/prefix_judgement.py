@@ -52,6 +52,8 @@ def _walk(
             if node.op == "call_function":
                 args = torch.fx.node.map_arg(node.args, env.__getitem__)
                 kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+                if emulation is not None:
+                    args = emulation.operands(node, args)
                 value = node.target(*args, **kwargs)
                 env[node] = emulation.rounded(node, value) if emulation is not None else value
             elif node.op == "output":

@@ -45,6 +45,9 @@ def complete_summary(
     summary["timed_by_cost_model"] = bool(
         record is not None and record.lowering_info.get("timed_by_cost_model")
     )
+    if record is not None and record.lowering_info.get("group_size"):  # 8da4w
+        summary["group_size"] = record.lowering_info["group_size"]
+        summary["left_in_float"] = list(record.lowering_info.get("left_in_float") or [])
     summary["program_identity"] = linked.identity.record()
     summary["control_flow"] = [f.record() for f in found.flows]
     summary["warnings"] = fault_warnings(linked.inputs.etrecord, found.flows, linked.program)

@@ -241,6 +241,11 @@ def _run_lines(s: dict[str, Any]) -> list[str]:
             f"delegated time share {_num(s.get('delegated_time_share'))}; "
             f"partitions {s.get('partitions')}"
         )
+    left = s.get("left_in_float") or []
+    if left:  # 8da4w: the linears its scheme did not quantize
+        ops = "; ".join(f"{f.get('op')} ({f.get('reason')})" for f in left[:8])
+        more = f"; and {len(left) - 8} more" if len(left) > 8 else ""
+        lines.append(f"left in float (group {s.get('group_size')}): {ops}{more}")
     tapped = instrumentation_line(s.get("instrumentation"))
     return [*lines, tapped] if tapped else lines
 

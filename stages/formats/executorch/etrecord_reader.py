@@ -23,6 +23,7 @@ from stages.formats.float_reference import (
     FloatReferenceError,
     activation_qparams,
     injected_faults,
+    left_in_float,
     lowered_precision,
     qdq_attribution,
     remapped,
@@ -75,6 +76,7 @@ def read_executorch_etrecord(
             raise ETRecordError(f"{what}: {exc}") from exc
         qparams, program = activation_qparams(program, reference), reference
         graph_name = f"exported fp32 program {float_program.name}"
+    group_size, left = left_in_float(program) if precision == "8da4w" else (0, [])
     samples = samples_as_inspector_reads(parsed._representative_inputs, _user_inputs(program))
     if remap or graph_name.startswith("exported fp32"):
         samples = [tuple(_widened(t) for t in s) for s in samples]
@@ -82,6 +84,9 @@ def read_executorch_etrecord(
     view["lowering_info"]["precision"] = precision
     if faults:
         view["lowering_info"]["fault_injected"] = faults[0]
+    if group_size:  # 8da4w: its group size and the linears it left in float
+        view["lowering_info"]["group_size"] = group_size
+        view["lowering_info"]["left_in_float"] = left
     if qparams:  # the key of stages.analyze.compare.expected_error.ACTIVATION_QPARAMS
         view["lowering_info"]["activation_qparams"] = {k: list(v) for k, v in qparams.items()}
     if remap:  # the key of stages.analyze.link.linking.QDQ_ATTRIBUTION

@@ -22,7 +22,7 @@ def is_executorch_backend(name: str) -> bool:
 
 # backend.precision values each ExecuTorch backend lowers (int8: PT2E, fp16: a half program).
 _EXECUTORCH_PRECISIONS: dict[str, tuple[str, ...]] = {
-    "executorch_xnnpack": ("fp32", "fp16", "int8"),
+    "executorch_xnnpack": ("fp32", "fp16", "int8", "8da4w"),
     "executorch_portable": ("fp32", "int8"),
 }
 

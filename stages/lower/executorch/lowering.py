@@ -36,6 +36,7 @@ from stages.lower.executorch.precision import (
     program_at_precision,
 )
 from stages.lower.executorch.tap import ExecuTorchTapError, lower_tapped
+from stages.lower.executorch.weight_quantization import LeftInFloat
 from stages.lower.op_overrides import op_names
 from stages.safe_io.atomic_write import atomic_path
 from stages.safe_io.json_text import write_json_atomic
@@ -101,9 +102,11 @@ def _shipped_program(
     program: Any,
     samples: list[tuple[Any, ...]],
     generation: Path | None = None,
+    left_in_float: list[LeftInFloat] | None = None,
 ) -> tuple[str | None, Any]:
     """The fault's target op (or None) and the program handed to ExecuTorch: faulted (from a
-    generation step on, with `backend.fault.from_step`), then at the backend's precision."""
+    generation step on, with `backend.fault.from_step`), then at the backend's precision (the
+    linears an 8da4w program leaves in float appended to `left_in_float`)."""
     try:
         target = _fault_target(backend, program)
         if target is not None and target in {str(n) for n in backend.keep_off}:
@@ -119,9 +122,10 @@ def _shipped_program(
             at_int8 = str(backend.precision) == Precision.int8
             program = insert_fault(program, target, kind, value, position, at_int8)
         keep_float = frozenset(str(n) for n in backend.keep_float)
-        return target, name_fault_ops(
-            program_at_precision(program, str(backend.precision), samples, keep_float)
+        at_precision = program_at_precision(
+            program, str(backend.precision), samples, keep_float, backend.group_size, left_in_float
         )
+        return target, name_fault_ops(at_precision)
     except (ExecuTorchPrecisionError, ExecuTorchFaultError) as exc:
         raise ExecuTorchLoweringError(str(exc)) from exc
 
@@ -176,7 +180,10 @@ def lower_with_executorch(
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples, calibrating = _evaluation_and_calibration(inputs)
     known = op_names(program.graph_module)  # before any pass sees the program
-    target, shipped = _shipped_program(backend, program, calibrating, generation)
+    left_in_float: list[LeftInFloat] = []
+    target, shipped = _shipped_program(backend, program, calibrating, generation, left_in_float)
+    for left in left_in_float:
+        log.warning("[lower] left in float: %s", left.line())
     to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
     edge = to_edge_transform_and_lower(
         shipped, partitioner=_partitioners(backend), generate_etrecord=True
@@ -199,7 +206,7 @@ def lower_with_executorch(
     with atomic_path(etrecord_path) as tmp:
         etrecord.save(str(tmp))
     report, report_path = _write_report(
-        backend, etrecord, model_name, target, (edge, known), run_dir
+        backend, etrecord, model_name, target, (edge, known), run_dir, left_in_float
     )
     total, delegated = report["handles"], len(report["delegated_handles"])
     metrics = {
@@ -252,10 +259,14 @@ def _write_report(
     target: str | None,
     edge_and_names: tuple[Any, list[str]],
     run_dir: Path,
+    left_in_float: list[LeftInFloat],
 ) -> tuple[dict[str, Any], Path]:
-    """lowering.json with the delegated ops' names, the op overrides and the fault applied;
-    (its content, its path)."""
+    """lowering.json with the delegated ops' names, the op overrides, the fault applied and the
+    linears a weight scheme left in float; (its content, its path)."""
     report = _report(backend, etrecord, model_name)
+    if str(backend.precision) == Precision["8da4w"]:
+        report["group_size"] = backend.group_size
+        report["left_in_float"] = [vars(left) for left in left_in_float]
     _name_delegated_ops(report, *edge_and_names)
     _record_requests(report, backend, target)
     report_path = run_dir / ArtifactName.LOWERING_REPORT

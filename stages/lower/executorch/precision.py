@@ -18,6 +18,11 @@ import torch
 from stages.closed_sets import Precision
 from stages.lower.executorch.fault import arm_nan_faults
 from stages.lower.executorch.keep_off import keep_float_filter
+from stages.lower.executorch.weight_quantization import (
+    LeftInFloat,
+    WeightQuantizationError,
+    weight_quantized_program,
+)
 from stages.lower.unlifted_module import unlifted_module
 
 
@@ -40,9 +45,12 @@ def program_at_precision(
     precision: str,
     samples: Sequence[Sample],
     keep_float: frozenset[str] = frozenset(),
+    group_size: int = 32,
+    left_in_float: list[LeftInFloat] | None = None,
 ) -> torch.export.ExportedProgram:
     """The program ExecuTorch lowers at `precision` (the exported one for fp32); at int8 the
-    `keep_float` ops are left unquantized (`backend.keep_float`)."""
+    `keep_float` ops are left unquantized (`backend.keep_float`); at 8da4w the linears left in
+    float are appended to `left_in_float`."""
     if precision == Precision.fp32:
         return program
     if not samples:
@@ -54,6 +62,22 @@ def program_at_precision(
             return _quantized(program, samples, keep_float)
         if precision == Precision.fp16:
             return _half(program, samples)
+        if precision == Precision["8da4w"]:
+            shapes = dynamic_shapes(program)
+            quantized, left = weight_quantized_program(
+                unlifted_module(program),
+                precision,
+                group_size,
+                keep_float,
+                lambda m: torch.export.export(
+                    m, tuple(samples[0]), dynamic_shapes=shapes, strict=False
+                ),
+            )
+            if left_in_float is not None:
+                left_in_float.extend(left)
+            return quantized
+    except WeightQuantizationError as exc:
+        raise ExecuTorchPrecisionError(str(exc)) from exc
     except (RuntimeError, TypeError, ValueError, AssertionError) as exc:
         raise ExecuTorchPrecisionError(
             f"backend.precision={precision}: could not convert the exported program ({exc}); "

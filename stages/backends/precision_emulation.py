@@ -75,7 +75,7 @@ def grouped_int4(weight: torch.Tensor, group_size: int) -> torch.Tensor:
     rows, columns = weight.shape[0], weight.shape[-1]
     groups = weight.detach().float().reshape(rows, columns // group_size, group_size)
     scale = (groups.abs().amax(dim=-1, keepdim=True) / ((INT4_MAX - INT4_MIN) / 2)).clamp(min=_EPS)
-    codes = torch.clamp(torch.round(groups / scale), INT4_MIN, INT4_MAX)
+    codes = torch.clamp(torch.round(groups * (1.0 / scale)), INT4_MIN, INT4_MAX)  # torchao's order
     return (codes * scale).reshape(weight.shape).to(weight.dtype)
 
 
@@ -88,5 +88,5 @@ def per_token_int8(value: torch.Tensor) -> torch.Tensor:
     high = x.amax(dim=-1, keepdim=True).clamp(min=0.0)
     scale = ((high - low) / (INT8_MAX - INT8_MIN)).clamp(min=_EPS)
     zero = torch.clamp(INT8_MIN - torch.round(low / scale), INT8_MIN, INT8_MAX)
-    codes = torch.clamp(torch.round(x / scale) + zero, INT8_MIN, INT8_MAX)
+    codes = torch.clamp(torch.round(x * (1.0 / scale)) + zero, INT8_MIN, INT8_MAX)
     return ((codes - zero) * scale).to(value.dtype)

@@ -128,8 +128,7 @@ def rerun(
                 continue
             args = torch.fx.node.map_arg(node.args, lookup)
             kwargs = torch.fx.node.map_arg(node.kwargs, lookup)
-            if emulation is not None and node not in exact:
-                args = emulation.operands(node, args)
+            args = emulation.operands(node, args) if emulation and node not in exact else args
             local[node] = node.target(*args, **kwargs)  # type: ignore[operator]
             if emulation is not None and not is_getitem(node) and node not in exact:
                 local[node] = emulation.rounded(node, local[node])

@@ -102,11 +102,11 @@ def _shipped_program(
     program: Any,
     samples: list[tuple[Any, ...]],
     generation: Path | None = None,
-    left_in_float: list[LeftInFloat] | None = None,
-) -> tuple[str | None, Any]:
-    """The fault's target op (or None) and the program handed to ExecuTorch: faulted (from a
-    generation step on, with `backend.fault.from_step`), then at the backend's precision (the
-    linears an 8da4w program leaves in float appended to `left_in_float`)."""
+) -> tuple[str | None, Any, list[LeftInFloat]]:
+    """The fault's target op (or None), the program handed to ExecuTorch: faulted (from a
+    generation step on, with `backend.fault.from_step`), then at the backend's precision, and
+    the linears an 8da4w program leaves in float (each logged as a warning)."""
+    left_in_float: list[LeftInFloat] = []
     try:
         target = _fault_target(backend, program)
         if target is not None and target in {str(n) for n in backend.keep_off}:
@@ -125,7 +125,9 @@ def _shipped_program(
         at_precision = program_at_precision(
             program, str(backend.precision), samples, keep_float, backend.group_size, left_in_float
         )
-        return target, name_fault_ops(at_precision)
+        for left in left_in_float:
+            log.warning("[lower] left in float: %s", left.line())
+        return target, name_fault_ops(at_precision), left_in_float
     except (ExecuTorchPrecisionError, ExecuTorchFaultError) as exc:
         raise ExecuTorchLoweringError(str(exc)) from exc
 
@@ -180,10 +182,7 @@ def lower_with_executorch(
     program = load_exported_program(exported_program.read_bytes(), str(exported_program))
     samples, calibrating = _evaluation_and_calibration(inputs)
     known = op_names(program.graph_module)  # before any pass sees the program
-    left_in_float: list[LeftInFloat] = []
-    target, shipped = _shipped_program(backend, program, calibrating, generation, left_in_float)
-    for left in left_in_float:
-        log.warning("[lower] left in float: %s", left.line())
+    target, shipped, left_in_float = _shipped_program(backend, program, calibrating, generation)
     to_tap = copy.deepcopy(shipped) if observe == ObserveMode.tap else None
     edge = to_edge_transform_and_lower(
         shipped, partitioner=_partitioners(backend), generate_etrecord=True

@@ -94,6 +94,7 @@ SLOW_MODULES = frozenset(
         "tests/formats/test_float_reference_multi_output.py",
         "tests/formats/test_shared_weights.py",
         "tests/formats/test_zip_bombs.py",
+        "tests/lower/executorch/test_8da4w_runs.py",
         "tests/lower/executorch/test_backends.py",
         "tests/lower/executorch/test_conv_batchnorm_int8.py",
         "tests/lower/executorch/test_fp16_pins.py",

@@ -21,7 +21,7 @@ from tests.helpers.configs import compose_config
 
 # (override, the option Hydra names, the valid values it lists)
 COMPOSE_REJECTS = [
-    ("backend.precision=fp8", "backend.precision", "[fp32, fp16, int8]"),
+    ("backend.precision=fp8", "backend.precision", "[fp32, fp16, int8, 8da4w]"),
     ("runtime.name=device", "runtime.name", "[emulated]"),
     (
         "runtime.debug_level=all",
@@ -35,7 +35,7 @@ COMPOSE_REJECTS = [
         "analyze.comparators[1]",
         "[mse, mean_abs, l1, snr, cosine, max_abs]",
     ),
-    ("analyze.thresholds.fp8=3", "analyze.thresholds.fp8", "[fp32, fp16, int8]"),
+    ("analyze.thresholds.fp8=3", "analyze.thresholds.fp8", "[fp32, fp16, int8, 8da4w]"),
     ("stages=[export,lowr]", "stages[1]", "[export, lower, run, analyze]"),
 ]
 
@@ -142,7 +142,7 @@ def test_cli_rejects_a_typo_before_export_with_the_valid_values(tmp_path: Path) 
         "pipeline", "model=mlp", "tracking=none", "backend.precision=fp8", cwd=tmp_path, timeout=60
     )
     assert result.returncode != 0
-    assert "backend.precision" in result.stderr and "[fp32, fp16, int8]" in result.stderr
+    assert "backend.precision" in result.stderr and "[fp32, fp16, int8, 8da4w]" in result.stderr
     assert "Traceback" not in result.stderr
     # Compose only: no stage ran, nothing was written.
     assert not list(tmp_path.rglob("exported.pt2")) and not (tmp_path / "outputs").exists()

@@ -18,7 +18,6 @@ import torch
 from stages.closed_sets import Precision
 from stages.lower.executorch.fault import arm_nan_faults
 from stages.lower.executorch.keep_off import keep_float_filter
-from stages.lower.executorch.reexport import reexported
 from stages.lower.executorch.weight_quantization import (
     LeftInFloat,
     WeightQuantizationError,
@@ -112,7 +111,7 @@ def _quantized(
             prepared(*sample)
     converted = arm_nan_faults(convert_pt2e(prepared))
     shapes = dynamic_shapes(program)
-    return reexported(converted, tuple(samples[0]), shapes)
+    return torch.export.export(converted, tuple(samples[0]), dynamic_shapes=shapes, strict=False)
 
 
 def _half(
@@ -123,7 +122,7 @@ def _half(
     module = pins_to_half(unlifted_module(program)).half()
     sample = as_runtime_inputs(samples[0], Precision.fp16)
     shapes = dynamic_shapes(program)
-    return reexported(module, sample, shapes)
+    return torch.export.export(module, sample, dynamic_shapes=shapes, strict=False)
 
 
 def pins_to_half(module: torch.nn.Module) -> torch.nn.Module:

@@ -34,10 +34,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from omegaconf import open_dict
+from pipeline_runs import run_in  # benchmarks/
 
-from pipeline.runner import run_pipeline
-from tests.helpers.configs import TINY_MODEL_OVERRIDES, ZOO_MODELS, compose_config
+from tests.helpers.configs import TINY_MODEL_OVERRIDES, ZOO_MODELS
 
 PRECISIONS = ("fp32", "fp16", "int8")
 BACKENDS = ("xnnpack", "qnn", "portable")
@@ -46,14 +45,7 @@ KIND_VALUE = {"scale": 1.1}  # a 10% scale error; the other kinds keep their def
 
 
 def _run(root: Path, label: str, overrides: list[str]) -> Path:
-    cfg = compose_config(
-        root / label,
-        [*overrides, "tracking=none", "runtime.iterations=1", f"cache_dir={root / 'cache'}"],
-    )
-    with open_dict(cfg):
-        cfg.run_dir = str(root / label / "run")
-    run_pipeline(cfg, print_summary=False)
-    return Path(cfg.run_dir)
+    return run_in(root, label, overrides)
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:

@@ -26,10 +26,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from omegaconf import open_dict
+from pipeline_runs import run_in  # benchmarks/
 
-from pipeline.runner import run_pipeline
-from tests.helpers.configs import TINY_MODEL_OVERRIDES, compose_config
+from tests.helpers.configs import TINY_MODEL_OVERRIDES
 
 # Model → (zoo overrides, a linear op, a matmul op) of its exported program.
 MODELS: dict[str, tuple[list[str], str, str]] = {
@@ -43,14 +42,7 @@ CASES = (("xnnpack", "fp16"), ("qnn", "int8"), ("xnnpack", "int8"), ("qnn", "fp1
 
 
 def _run(root: Path, label: str, overrides: list[str]) -> Path:
-    cfg = compose_config(
-        root / label,
-        [*overrides, "tracking=none", "runtime.iterations=1", f"cache_dir={root / 'cache'}"],
-    )
-    with open_dict(cfg):
-        cfg.run_dir = str(root / label / "run")
-    run_pipeline(cfg, print_summary=False)
-    return Path(cfg.run_dir)
+    return run_in(root, label, overrides)
 
 
 def _float(value: Any) -> float:

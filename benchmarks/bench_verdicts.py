@@ -30,13 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import open_dict
+from pipeline_runs import run_in  # benchmarks/
 from torch import nn
 
-from pipeline.runner import run_pipeline
 from stages.analyze.config import AnalyzeConfig, VerdictRule
 from stages.analyze.stage import run_analyze
-from tests.helpers.configs import compose_config
 
 HERE = "benchmarks/bench_verdicts.py"
 BACKEND_PRECISIONS = [
@@ -147,15 +145,7 @@ HF_MODELS: dict[str, list[str]] = {
 
 
 def _run(root: Path, label: str, overrides: list[str]) -> Path:
-    cfg = compose_config(
-        root / label,
-        [*overrides, "tracking=none", "runtime.iterations=1", f"cache_dir={root / 'cache'}"],
-    )
-    with open_dict(cfg):
-        cfg.run_dir = str(root / label / "run")
-        cfg.analyze.fail_exit_code = False
-    run_pipeline(cfg, print_summary=False)
-    return Path(cfg.run_dir)
+    return run_in(root, label, overrides, fail_exit_code=False)
 
 
 def _verdicts(run_dir: Path) -> dict[str, dict[str, Any]]:
